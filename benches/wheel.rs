@@ -1,0 +1,2 @@
+//! Placeholder replaced by the wheel benchmark.
+fn main() {}

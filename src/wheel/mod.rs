@@ -1,0 +1,557 @@
+//! The single-threaded hierarchical timing wheel (scheme 7 of Varghese & Lauck).
+//!
+//! # Shape
+//!
+//! Time is a `u64` count of ticks. The wheel has [`LEVELS`] levels of 64 buckets;
+//! level `L` covers one base-64 digit of the deadline. With a 1 ms tick:
+//!
+//! | level | buckets | ticks per bucket | a timer goes here when it is due within | (at 1 ms) |
+//! |------:|--------:|-----------------:|----------------------------------------:|----------:|
+//! | 0     | 64      | 1                | 2^6 ticks                               | 64 ms     |
+//! | 1     | 64      | 2^6              | 2^12                                    | 4.1 s     |
+//! | 2     | 64      | 2^12             | 2^18                                    | 4.4 min   |
+//! | 3     | 64      | 2^18             | 2^24                                    | 4.7 h     |
+//! | 4     | 64      | 2^24             | 2^30                                    | 12.4 days |
+//! | 5     | 64      | 2^30             | 2^36                                    | 2.2 years |
+//! | 6     | 64      | 2^36             | 2^42                                    | 139 years |
+//! | 7-9   | 64      | 2^42 .. 2^54     | 2^48 .. 2^60                            |           |
+//! | 10    | 16      | 2^60             | 2^64 (the whole `u64` range)            |           |
+//!
+//! A timer with deadline `d` sits, while the wheel's time is `now`, in the bucket
+//! named by the highest base-64 digit in which `d` and `now` differ: level =
+//! that digit's position, bucket = `d`'s digit there. "Within" in the table is
+//! therefore approximate: a timer sits on level 0 exactly when `d` and `now`
+//! are in the same aligned block of 64 ticks.
+//!
+//! # Why it is exact and O(1)
+//!
+//! * **Insert / cancel / reschedule** compute the bucket with one XOR and one
+//!   `leading_zeros`, and link or unlink a slab entry: O(1) whatever the number
+//!   of armed timers.
+//! * **Cascading.** When time reaches the start of a bucket on level `L > 0`,
+//!   the bucket is emptied and each timer re-placed relative to the new time,
+//!   landing on a lower level. A timer is touched at most once per level, and
+//!   fires on its own deadline tick, never on a bucket boundary.
+//! * **Idle time is free.** Each level keeps a 64-bit occupancy bitmap, so the
+//!   next non-empty bucket is found with a `trailing_zeros`. Advancing across
+//!   any stretch of empty ticks, and asking for the next deadline, cost
+//!   O(levels).
+//! * **Order.** Every bucket on level 0 holds the timers of one single tick.
+//!   Buckets are FIFO lists and cascading preserves list order, so timers due
+//!   on the same tick come out in the order they were armed (a reschedule
+//!   counts as arming again).
+//!
+//! # Time semantics
+//!
+//! `now()` is the current tick. A timer whose deadline is `<= now` is *due*:
+//! the next [`poll`](Wheel::poll) returns it, never the call that armed it.
+//! Deadlines in the past are clamped to `now`; deadlines past `u64::MAX`
+//! saturate there (`now + delay` never overflows or wraps). Polling to a tick
+//! before `now` (a clock going backwards) processes what is due and otherwise
+//! counts as no time passing.
+
+mod level;
+mod slab;
+
+use std::fmt;
+use std::ops::RangeInclusive;
+
+use level::{Level, SLOTS, SLOT_BITS};
+pub use slab::TimerKey;
+use slab::{Slab, NIL};
+
+use crate::error::TimerError;
+
+/// Number of levels: enough base-64 digits to cover every `u64` deadline.
+pub const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
+
+const SLOT_MASK: u64 = (SLOTS as u64) - 1;
+
+/// A timer that came due, as returned by [`Wheel::poll`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired<T> {
+    /// The key the timer had. It is stale now.
+    pub key: TimerKey,
+    /// The tick it was due at. `Wheel::now()` equals this while the caller
+    /// handles the timer.
+    pub deadline: u64,
+    /// The payload given when the timer was armed.
+    pub value: T,
+}
+
+/// What a capped [`Wheel::advance`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Advance {
+    /// Timers handed to the callback in this call.
+    pub expired: usize,
+    /// `true` when the wheel reached the target tick with nothing left due;
+    /// `false` when the cap stopped it early (call again to finish).
+    pub complete: bool,
+}
+
+/// A single-threaded hierarchical timing wheel holding a payload `T` per timer.
+///
+/// ```
+/// use tickwheel::Wheel;
+///
+/// let mut wheel = Wheel::new();
+/// let a = wheel.insert(5, "a");
+/// let _b = wheel.insert(5, "b");
+/// let c = wheel.insert(3, "c");
+/// wheel.cancel(c);
+///
+/// assert!(wheel.poll(4).is_none());        // nothing due up to tick 4
+/// let first = wheel.poll(10).unwrap();     // "a" is due at tick 5
+/// assert_eq!((first.value, first.deadline, wheel.now()), ("a", 5, 5));
+/// assert_eq!(wheel.poll(10).unwrap().value, "b"); // same tick: arm order
+/// assert!(wheel.poll(10).is_none());
+/// assert_eq!(wheel.now(), 10);
+/// assert!(wheel.cancel(a).is_none());      // `a` fired: its key is stale
+/// ```
+#[derive(Clone)]
+pub struct Wheel<T> {
+    now: u64,
+    levels: Box<[Level; LEVELS]>,
+    slab: Slab<T>,
+}
+
+impl<T> Default for Wheel<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Wheel<T> {
+    /// An empty wheel at tick 0.
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty wheel at tick 0 with room for `capacity` timers before it
+    /// allocates.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Wheel {
+            now: 0,
+            levels: Box::new([const { Level::new() }; LEVELS]),
+            slab: Slab::with_capacity(capacity),
+        }
+    }
+
+    /// An empty wheel whose time starts at `now`.
+    pub fn starting_at(now: u64) -> Self {
+        let mut wheel = Self::new();
+        wheel.now = now;
+        wheel
+    }
+
+    /// The current tick. While a timer returned by [`poll`](Self::poll) is
+    /// handled, this is that timer's deadline.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of armed timers (including those due but not yet polled).
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// `true` when no timer is armed.
+    pub fn is_empty(&self) -> bool {
+        self.slab.len() == 0
+    }
+
+    /// Timers the wheel can hold before its storage grows.
+    pub fn capacity(&self) -> usize {
+        self.slab.capacity()
+    }
+
+    /// Arms a timer due `delay` ticks from now. `delay == 0` makes it due at
+    /// the current tick: the next [`poll`](Self::poll) returns it.
+    pub fn insert(&mut self, delay: u64, value: T) -> TimerKey {
+        self.insert_at(self.now.saturating_add(delay), value)
+    }
+
+    /// Arms a timer due at tick `deadline` (clamped to `now()` if earlier).
+    pub fn insert_at(&mut self, deadline: u64, value: T) -> TimerKey {
+        let deadline = deadline.max(self.now);
+        let key = self.slab.insert(value, deadline);
+        self.link(key.index(), deadline);
+        key
+    }
+
+    /// Arms a timer due at some tick from `earliest` to `latest` ticks from
+    /// now (both inclusive), chosen by the wheel to save work.
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidRange`] when `earliest > latest`; nothing is armed.
+    pub fn insert_in_range(
+        &mut self,
+        delays: RangeInclusive<u64>,
+        value: T,
+    ) -> Result<TimerKey, TimerError> {
+        let (earliest, latest) = delays.into_inner();
+        self.insert_at_in_range(
+            self.now.saturating_add(earliest)..=self.now.saturating_add(latest),
+            value,
+        )
+    }
+
+    /// Arms a timer due at some tick in `deadlines` (absolute ticks).
+    ///
+    /// The wheel picks the tick in the window with the most trailing zero
+    /// bits. Such a tick is the first tick of a bucket on as high a level as
+    /// the window allows, so the timer fires straight from the bucket it was
+    /// put in, with the fewest cascades, and timers with overlapping windows
+    /// share one tick (one wakeup).
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidRange`] when the range is empty; nothing is armed.
+    pub fn insert_at_in_range(
+        &mut self,
+        deadlines: RangeInclusive<u64>,
+        value: T,
+    ) -> Result<TimerKey, TimerError> {
+        let (earliest, latest) = deadlines.into_inner();
+        if earliest > latest {
+            return Err(TimerError::InvalidRange);
+        }
+        let earliest = earliest.max(self.now);
+        let latest = latest.max(self.now);
+        Ok(self.insert_at(roundest_tick_in(earliest, latest), value))
+    }
+
+    /// Disarms the timer and returns its payload, or `None` if the key is stale.
+    pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
+        let index = self.slab.resolve(key)?;
+        self.unlink(index);
+        Some(self.slab.remove(index))
+    }
+
+    /// Moves an armed timer to a new deadline (clamped to `now()` if earlier).
+    /// The key stays valid. Counts as arming again for same-tick order.
+    ///
+    /// # Errors
+    /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
+    pub fn reschedule_at(&mut self, key: TimerKey, deadline: u64) -> Result<(), TimerError> {
+        let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
+        let deadline = deadline.max(self.now);
+        let bucket = bucket_index(self.now, deadline);
+        let entry = self.slab.get(index);
+        if entry.bucket == bucket && entry.next == NIL {
+            // Same bucket and already last in it: only the deadline changes.
+            self.slab.get_mut(index).deadline = deadline;
+            return Ok(());
+        }
+        self.unlink(index);
+        self.link(index, deadline);
+        Ok(())
+    }
+
+    /// Moves an armed timer to `delay` ticks from now. See
+    /// [`reschedule_at`](Self::reschedule_at).
+    ///
+    /// # Errors
+    /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
+    pub fn reschedule(&mut self, key: TimerKey, delay: u64) -> Result<(), TimerError> {
+        self.reschedule_at(key, self.now.saturating_add(delay))
+    }
+
+    /// The tick the timer is due at, or `None` if the key is stale.
+    pub fn deadline(&self, key: TimerKey) -> Option<u64> {
+        let index = self.slab.resolve(key)?;
+        Some(self.slab.get(index).deadline)
+    }
+
+    /// `true` while the timer is armed.
+    pub fn contains(&self, key: TimerKey) -> bool {
+        self.slab.resolve(key).is_some()
+    }
+
+    /// The payload of an armed timer.
+    pub fn get(&self, key: TimerKey) -> Option<&T> {
+        let index = self.slab.resolve(key)?;
+        self.slab.get(index).value.as_ref()
+    }
+
+    /// The payload of an armed timer, mutably.
+    pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
+        let index = self.slab.resolve(key)?;
+        self.slab.get_mut(index).value.as_mut()
+    }
+
+    /// The earliest deadline of any armed timer (`now()` if one is due).
+    ///
+    /// O(levels), plus a scan of one bucket when the earliest timer sits on a
+    /// level above 0 (that bucket spans many ticks).
+    pub fn next_deadline(&self) -> Option<u64> {
+        let (level, slot) = self.next_bucket()?;
+        if level == 0 {
+            return Some(self.bucket_start(0, slot));
+        }
+        let mut earliest = u64::MAX;
+        let mut index = self.levels[level].head[slot];
+        while index != NIL {
+            let entry = self.slab.get(index);
+            earliest = earliest.min(entry.deadline);
+            index = entry.next;
+        }
+        Some(earliest)
+    }
+
+    /// Ticks from now until the next timer is due, at most `cap`. Returns `cap`
+    /// when nothing is armed and 0 when a timer is due now.
+    pub fn ticks_to_next_event(&self, cap: u64) -> u64 {
+        match self.next_deadline() {
+            Some(deadline) => (deadline - self.now).min(cap),
+            None => cap,
+        }
+    }
+
+    /// Returns the next timer due at or before `target`, advancing `now()` to
+    /// its deadline; or, when none is, advances `now()` to `target` and
+    /// returns `None`.
+    ///
+    /// Timers come out in deadline order, and in arm order within one tick.
+    /// Between calls the caller may insert, cancel and reschedule freely; a
+    /// timer armed for the current tick is returned by a later call of the
+    /// same loop. Stopping after any call and polling again later resumes
+    /// exactly where it stopped, which is how a cap on work per call is
+    /// expressed (see also [`advance`](Self::advance)).
+    ///
+    /// A `target` before `now()` is treated as `now()`.
+    pub fn poll(&mut self, target: u64) -> Option<Expired<T>> {
+        loop {
+            let due_slot = (self.now & SLOT_MASK) as usize;
+            if self.levels[0].is_occupied(due_slot) {
+                let index = self.levels[0].head[due_slot];
+                let key = self.slab.key_of(index);
+                let deadline = self.slab.get(index).deadline;
+                debug_assert_eq!(deadline, self.now);
+                self.unlink(index);
+                let value = self.slab.remove(index);
+                return Some(Expired {
+                    key,
+                    deadline,
+                    value,
+                });
+            }
+            match self.next_bucket() {
+                Some((level, slot)) if self.bucket_start(level, slot) <= target => {
+                    self.now = self.bucket_start(level, slot);
+                    if level > 0 {
+                        self.cascade(level, slot);
+                    }
+                }
+                _ => {
+                    self.now = self.now.max(target);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Advances to `target`, handing at most `max` expired timers to `on_expired`
+    /// together with the wheel, which the callback may change (insert,
+    /// cancel, reschedule; `now()` reads the timer's deadline).
+    ///
+    /// When the cap stops it, `complete` is `false` and `now()` is the tick
+    /// being processed; calling again (with the same or a later target)
+    /// finishes that tick first.
+    pub fn advance<F>(&mut self, target: u64, max: usize, mut on_expired: F) -> Advance
+    where
+        F: FnMut(&mut Self, Expired<T>),
+    {
+        let mut expired = 0;
+        while expired < max {
+            match self.poll(target) {
+                Some(timer) => {
+                    expired += 1;
+                    on_expired(self, timer);
+                }
+                None => {
+                    return Advance {
+                        expired,
+                        complete: true,
+                    }
+                }
+            }
+        }
+        // The cap is reached. If nothing else is due by `target`, finish the
+        // move to `target` (this cascades but cannot expire anything).
+        let complete = self.next_deadline().is_none_or(|d| d > target);
+        if complete {
+            let none = self.poll(target);
+            debug_assert!(none.is_none());
+        }
+        Advance { expired, complete }
+    }
+
+    /// Iterates over armed timers as `(key, deadline, &payload)`, in no
+    /// particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (TimerKey, u64, &T)> + '_ {
+        self.levels.iter().flat_map(move |level| {
+            level.head.iter().flat_map(move |&head| {
+                let mut index = head;
+                std::iter::from_fn(move || {
+                    if index == NIL {
+                        return None;
+                    }
+                    let entry = self.slab.get(index);
+                    let item = (
+                        self.slab.key_of(index),
+                        entry.deadline,
+                        entry.value.as_ref().expect("linked entry is occupied"),
+                    );
+                    index = entry.next;
+                    Some(item)
+                })
+            })
+        })
+    }
+
+    /// The first non-empty bucket in time order: the due bucket if occupied,
+    /// else the lowest level's next occupied bucket. A lower level's next
+    /// bucket always starts before any higher level's: it lies inside the
+    /// current block of the level above.
+    fn next_bucket(&self) -> Option<(usize, usize)> {
+        for (level_no, level) in self.levels.iter().enumerate() {
+            if level.occupied == 0 {
+                continue;
+            }
+            let current = digit(self.now, level_no);
+            if level_no == 0 && level.is_occupied(current) {
+                return Some((0, current));
+            }
+            if let Some(slot) = level.next_occupied_after(current) {
+                return Some((level_no, slot));
+            }
+            debug_assert!(
+                false,
+                "occupied bucket at or behind the cursor on level {level_no}"
+            );
+        }
+        None
+    }
+
+    /// The first tick covered by `slot` on `level`, in the current block of the
+    /// level above.
+    fn bucket_start(&self, level: usize, slot: usize) -> u64 {
+        let shift = SLOT_BITS as usize * level;
+        let block_bits = shift + SLOT_BITS as usize;
+        let block = if block_bits >= 64 {
+            0
+        } else {
+            self.now & (u64::MAX << block_bits)
+        };
+        block | ((slot as u64) << shift)
+    }
+
+    /// Re-places every timer of a higher-level bucket relative to `now`
+    /// (which is the bucket's first tick), preserving list order.
+    fn cascade(&mut self, level: usize, slot: usize) {
+        let mut index = self.levels[level].head[slot];
+        self.levels[level].head[slot] = NIL;
+        self.levels[level].tail[slot] = NIL;
+        self.levels[level].occupied &= !(1 << slot);
+        while index != NIL {
+            let entry = self.slab.get(index);
+            let next = entry.next;
+            let deadline = entry.deadline;
+            self.link(index, deadline);
+            index = next;
+        }
+    }
+
+    /// Appends entry `index` to the bucket its deadline maps to.
+    fn link(&mut self, index: u32, deadline: u64) {
+        let bucket = bucket_index(self.now, deadline);
+        let (level, slot) = split_bucket(bucket);
+        let tail = self.levels[level].tail[slot];
+        {
+            let entry = self.slab.get_mut(index);
+            entry.deadline = deadline;
+            entry.bucket = bucket;
+            entry.prev = tail;
+            entry.next = NIL;
+        }
+        if tail == NIL {
+            self.levels[level].head[slot] = index;
+            self.levels[level].occupied |= 1 << slot;
+        } else {
+            self.slab.get_mut(tail).next = index;
+        }
+        self.levels[level].tail[slot] = index;
+    }
+
+    /// Removes entry `index` from its bucket.
+    fn unlink(&mut self, index: u32) {
+        let (prev, next, bucket) = {
+            let entry = self.slab.get(index);
+            (entry.prev, entry.next, entry.bucket)
+        };
+        let (level, slot) = split_bucket(bucket);
+        if prev == NIL {
+            self.levels[level].head[slot] = next;
+        } else {
+            self.slab.get_mut(prev).next = next;
+        }
+        if next == NIL {
+            self.levels[level].tail[slot] = prev;
+        } else {
+            self.slab.get_mut(next).prev = prev;
+        }
+        if self.levels[level].head[slot] == NIL {
+            self.levels[level].occupied &= !(1 << slot);
+        }
+    }
+}
+
+impl<T> fmt::Debug for Wheel<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let occupancy: Vec<String> = self
+            .levels
+            .iter()
+            .map(|level| format!("{:#018x}", level.occupied))
+            .collect();
+        f.debug_struct("Wheel")
+            .field("now", &self.now)
+            .field("len", &self.len())
+            .field("occupancy", &occupancy)
+            .finish()
+    }
+}
+
+/// The base-64 digit of `tick` at `level`.
+fn digit(tick: u64, level: usize) -> usize {
+    ((tick >> (SLOT_BITS as usize * level)) & SLOT_MASK) as usize
+}
+
+/// The bucket (`level * SLOTS + slot`) for a timer due at `deadline >= now`:
+/// the level is the highest base-64 digit where the two differ.
+fn bucket_index(now: u64, deadline: u64) -> u16 {
+    let differing = (now ^ deadline) | SLOT_MASK;
+    let highest_bit = 63 - differing.leading_zeros() as usize;
+    let level = highest_bit / SLOT_BITS as usize;
+    (level * SLOTS + digit(deadline, level)) as u16
+}
+
+fn split_bucket(bucket: u16) -> (usize, usize) {
+    (bucket as usize / SLOTS, bucket as usize % SLOTS)
+}
+
+/// The tick in `earliest..=latest` with the most trailing zero bits (the
+/// earliest such tick when several tie).
+fn roundest_tick_in(earliest: u64, latest: u64) -> u64 {
+    if earliest == 0 || earliest == latest {
+        return earliest;
+    }
+    // Clear every bit of `latest` below the highest bit in which it differs
+    // from `earliest - 1`: the result is the multiple of the largest power of
+    // two that lies in the window.
+    let highest = 63 - ((earliest - 1) ^ latest).leading_zeros();
+    latest & (u64::MAX << highest)
+}
+
+#[cfg(test)]
+mod tests;
