@@ -1,0 +1,2 @@
+//! Placeholder: replaced by the schemes benchmark.
+fn main() {}

@@ -1,0 +1,2 @@
+//! Placeholder: replaced by the sim benchmark.
+fn main() {}
