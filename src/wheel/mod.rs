@@ -191,6 +191,11 @@ impl<T> Wheel<T> {
         value: T,
     ) -> Result<TimerKey, TimerError> {
         let (earliest, latest) = delays.into_inner();
+        // Check the delays themselves: near `u64::MAX` both saturated ends can
+        // be equal, which would hide an inverted range from the check below.
+        if earliest > latest {
+            return Err(TimerError::InvalidRange);
+        }
         self.insert_at_in_range(
             self.now.saturating_add(earliest)..=self.now.saturating_add(latest),
             value,

@@ -1,11 +1,790 @@
+//! Unit tests of the wheel, one per behaviour of the module docs and issue 2,
+//! including the cases the Ratas test-suite covers (level boundaries, the
+//! next-event query, range scheduling, capped advance, changes made while
+//! expired timers are handled).
+//!
+//! Expected values are derived in comments from the rules in the module docs;
+//! the randomised comparison against a reference model lives in
+//! `tests/wheel_differential.rs`.
+
 use super::*;
 
+/// Polls everything due up to `target`, checking on the way that `now()`
+/// equals each timer's deadline while it is handled.
+fn drain<T>(wheel: &mut Wheel<T>, target: u64) -> Vec<(u64, T)> {
+    let mut fired = Vec::new();
+    while let Some(e) = wheel.poll(target) {
+        assert_eq!(wheel.now(), e.deadline, "now() must read the deadline");
+        assert!(!wheel.contains(e.key), "a fired key must be stale");
+        fired.push((e.deadline, e.value));
+    }
+    assert_eq!(wheel.now(), target.max(wheel.now()));
+    fired
+}
+
+/// Deadlines around level boundaries relative to `start`: the first tick of
+/// the next bucket on every level, one before and one after it, and the same
+/// one and several rotations ahead. Overflowing values are skipped.
+fn boundary_deadlines(start: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    for level in 0..LEVELS as u32 {
+        let shift = SLOT_BITS * level;
+        for rotations in [1u64, 2, 3, 64, 65, 200] {
+            let Some(base) = (start >> shift).checked_add(rotations) else {
+                continue;
+            };
+            let Some(boundary) = base.checked_shl(shift).filter(|b| b >> shift == base) else {
+                continue;
+            };
+            for d in [
+                boundary.checked_sub(1),
+                Some(boundary),
+                boundary.checked_add(1),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if d >= start {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    for delay in [
+        0u64,
+        1,
+        63,
+        64,
+        65,
+        4095,
+        4096,
+        4097,
+        3 * 64 + 5,
+        5 * 4096 + 1,
+    ] {
+        out.push(start.saturating_add(delay));
+    }
+    out.push(u64::MAX);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+const STARTS: [u64; 8] = [
+    0,
+    63,
+    64,
+    4095,
+    4096,
+    (1 << 36) - 1,
+    u64::MAX - 100,
+    0x1234_5678_9abc_def0,
+];
+
 #[test]
-fn fires_on_deadline() {
+fn fires_on_deadline_never_early() {
     let mut w = Wheel::new();
-    w.insert(5, 1);
+    let k = w.insert(5, 1);
     assert!(w.poll(4).is_none());
     assert_eq!(w.now(), 4);
+    assert!(w.contains(k));
     let e = w.poll(5).unwrap();
-    assert_eq!((e.deadline, e.value), (5, 1));
+    assert_eq!((e.key, e.deadline, e.value), (k, 5, 1));
+    assert!(w.poll(5).is_none());
+    assert!(w.is_empty());
+}
+
+#[test]
+fn zero_delay_is_due_at_next_poll_not_at_insert() {
+    let mut w = Wheel::starting_at(42);
+    let k = w.insert(0, "now");
+    // Armed, not fired synchronously.
+    assert!(w.contains(k));
+    assert_eq!(w.len(), 1);
+    assert_eq!(w.deadline(k), Some(42));
+    assert_eq!(w.next_deadline(), Some(42));
+    assert_eq!(w.ticks_to_next_event(100), 0);
+    // The next poll returns it without moving time.
+    let e = w.poll(42).unwrap();
+    assert_eq!((e.deadline, e.value, w.now()), (42, "now", 42));
+}
+
+#[test]
+fn past_deadline_is_clamped_to_now() {
+    let mut w = Wheel::starting_at(100);
+    let k = w.insert_at(50, ());
+    assert_eq!(w.deadline(k), Some(100));
+    let k2 = w.insert(10, ());
+    assert!(w.reschedule_at(k2, 7).is_ok());
+    assert_eq!(w.deadline(k2), Some(100));
+    assert_eq!(drain(&mut w, 100).len(), 2);
+}
+
+#[test]
+fn boundary_deadlines_fire_exactly_alone() {
+    for start in STARTS {
+        for d in boundary_deadlines(start) {
+            let mut w = Wheel::starting_at(start);
+            let k = w.insert_at(d, d);
+            assert_eq!(w.deadline(k), Some(d));
+            assert_eq!(w.next_deadline(), Some(d), "start {start} deadline {d}");
+            if d > start {
+                assert!(w.poll(d - 1).is_none(), "early: start {start} d {d}");
+                assert_eq!(w.now(), d - 1);
+            }
+            let e = w
+                .poll(d)
+                .unwrap_or_else(|| panic!("late: start {start} d {d}"));
+            assert_eq!((e.deadline, e.value, w.now()), (d, d, d));
+            assert!(w.is_empty());
+        }
+    }
+}
+
+#[test]
+fn boundary_deadlines_fire_in_order_together() {
+    for start in STARTS {
+        let mut w = Wheel::starting_at(start);
+        let deadlines = boundary_deadlines(start);
+        // Arm in reverse so that arm order and deadline order differ.
+        for &d in deadlines.iter().rev() {
+            w.insert_at(d, d);
+        }
+        assert_eq!(w.len(), deadlines.len());
+        // Poll in uneven steps so that some targets fall mid-bucket.
+        let mut fired = Vec::new();
+        let mut target = start;
+        while !w.is_empty() {
+            target = target.saturating_add(1 + (target - start) / 3);
+            for (d, v) in drain(&mut w, target) {
+                assert_eq!(d, v);
+                assert!(d <= target);
+                fired.push(d);
+            }
+            assert!(w.next_deadline().is_none_or(|n| n > target));
+        }
+        assert_eq!(fired, deadlines, "start {start}");
+    }
+}
+
+#[test]
+fn same_tick_fires_in_arm_order_across_levels() {
+    // Deadline 4096 + 7 is on level 2 from tick 0, on level 2 from tick 4000
+    // and on level 0 from tick 4096: arm one timer from each position.
+    let d = 4096 + 7;
+    let mut w = Wheel::new();
+    w.insert_at(d, 0);
+    w.insert_at(d, 1);
+    assert!(w.poll(4000).is_none());
+    w.insert_at(d, 2);
+    assert!(w.poll(4096).is_none());
+    w.insert_at(d, 3);
+    assert!(w.poll(4100).is_none());
+    w.insert_at(d, 4);
+    let fired: Vec<_> = drain(&mut w, d).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(fired, [0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn reschedule_counts_as_arming_again() {
+    let mut w = Wheel::new();
+    let a = w.insert(10, 'a');
+    let _b = w.insert(10, 'b');
+    let c = w.insert(10, 'c');
+    // `a` moves to the back; `c` is already last, so it stays last.
+    w.reschedule(a, 10).unwrap();
+    w.reschedule(c, 10).unwrap();
+    let fired: Vec<_> = drain(&mut w, 10).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(fired, ['b', 'a', 'c']);
+}
+
+#[test]
+fn reschedule_within_the_same_bucket_updates_the_deadline() {
+    // From tick 0, 5000 and 6000 share bucket 1 of level 2 (4096..8192).
+    // `b` is last in it, so the reschedule takes the no-relink path; it must
+    // still fire at its new deadline, before `a`, and exactly there.
+    let mut w = Wheel::new();
+    let a = w.insert_at(5000, 'a');
+    let b = w.insert_at(6000, 'b');
+    w.reschedule_at(b, 4500).unwrap();
+    assert_eq!(w.deadline(b), Some(4500));
+    assert_eq!(w.next_deadline(), Some(4500));
+    assert!(w.poll(4499).is_none());
+    assert_eq!(drain(&mut w, 5000), [(4500, 'b'), (5000, 'a')]);
+    assert!(!w.contains(a));
+    // Later within the bucket too.
+    let c = w.insert_at(6000, 'c');
+    w.reschedule_at(c, 8000).unwrap();
+    assert!(w.poll(7999).is_none());
+    assert_eq!(drain(&mut w, 9000), [(8000, 'c')]);
+}
+
+#[test]
+fn reschedule_moves_between_levels() {
+    let mut w = Wheel::new();
+    let k = w.insert(1_000_000, 1);
+    w.reschedule(k, 3).unwrap();
+    assert_eq!(drain(&mut w, 3), [(3, 1)]);
+    // now is 3: the new deadline is 3 + 2^40.
+    let k = w.insert(2, 2);
+    w.reschedule(k, 1 << 40).unwrap();
+    assert!(w.poll((1 << 40) + 2).is_none());
+    assert!(w
+        .poll((1 << 40) + 3)
+        .is_some_and(|e| e.deadline == (1 << 40) + 3));
+}
+
+#[test]
+fn next_deadline_across_levels() {
+    let mut w = Wheel::new();
+    assert_eq!(w.next_deadline(), None);
+    assert_eq!(w.ticks_to_next_event(77), 77, "nothing armed: the cap");
+    assert_eq!(w.ticks_to_next_event(u64::MAX), u64::MAX);
+    // 270_000 and 300_000 share bucket 1 of level 3 (2^18 ticks wide); the
+    // later one is armed first, so the bucket must be scanned, not its head.
+    w.insert_at(300_000, ());
+    w.insert_at(270_000, ());
+    assert_eq!(w.next_deadline(), Some(270_000));
+    w.insert_at(1 << 50, ());
+    assert_eq!(w.next_deadline(), Some(270_000));
+    w.insert_at(100, ()); // level 1
+    assert_eq!(w.next_deadline(), Some(100));
+    assert_eq!(w.ticks_to_next_event(50), 50);
+    assert_eq!(w.ticks_to_next_event(1000), 100);
+    assert_eq!(drain(&mut w, 100).len(), 1);
+    assert_eq!(w.next_deadline(), Some(270_000));
+    assert_eq!(w.ticks_to_next_event(u64::MAX), 269_900);
+    w.insert(0, ());
+    assert_eq!(w.ticks_to_next_event(u64::MAX), 0);
+    drain(&mut w, 100);
+    // The poll stops at 270_000 (now reads that deadline); then a mid-bucket
+    // jump: the query still answers the exact tick.
+    assert!(w.poll(280_000).is_some_and(|e| e.deadline == 270_000));
+    assert_eq!(w.ticks_to_next_event(u64::MAX), 30_000);
+    assert!(w.poll(280_000).is_none());
+    assert_eq!(w.next_deadline(), Some(300_000));
+    assert_eq!(w.ticks_to_next_event(u64::MAX), 20_000);
+    drain(&mut w, 300_000);
+    assert_eq!(w.next_deadline(), Some(1 << 50));
+}
+
+#[test]
+fn range_lands_inside_on_the_roundest_tick() {
+    let mut w = Wheel::new();
+    // 16 is the only tick in 10..=20 divisible by 16.
+    let k = w.insert_in_range(10..=20, ()).unwrap();
+    assert_eq!(w.deadline(k), Some(16));
+    w.cancel(k);
+    assert!(w.poll(5).is_none());
+    // From tick 5: 15..=25, again 16.
+    let k = w.insert_in_range(10..=20, ()).unwrap();
+    assert_eq!(w.deadline(k), Some(16));
+    // A one-tick range is that tick.
+    let k = w.insert_in_range(7..=7, ()).unwrap();
+    assert_eq!(w.deadline(k), Some(12));
+    // 1000..=5000 contains 4096 = 2^12, the only multiple of 4096 in it.
+    let k = w.insert_at_in_range(1000..=5000, ()).unwrap();
+    assert_eq!(w.deadline(k), Some(4096));
+}
+
+#[test]
+fn range_choice_matches_brute_force() {
+    // The chosen tick lies in the window and no tick of the window has more
+    // trailing zero bits.
+    for earliest in 1u64..130 {
+        for latest in earliest..earliest + 130 {
+            let chosen = roundest_tick_in(earliest, latest);
+            assert!((earliest..=latest).contains(&chosen));
+            let best = (earliest..=latest).map(u64::trailing_zeros).max().unwrap();
+            assert_eq!(chosen.trailing_zeros(), best, "{earliest}..={latest}");
+        }
+    }
+    for (e, l) in [
+        (1, u64::MAX),
+        (u64::MAX, u64::MAX),
+        (u64::MAX - 3, u64::MAX),
+    ] {
+        let chosen = roundest_tick_in(e, l);
+        assert!((e..=l).contains(&chosen));
+    }
+    assert_eq!(roundest_tick_in(1, u64::MAX), 1 << 63);
+    assert_eq!(roundest_tick_in(u64::MAX - 3, u64::MAX), u64::MAX - 3);
+}
+
+#[test]
+fn overlapping_ranges_share_one_tick() {
+    let mut w = Wheel::new();
+    // 100..=200 and 120..=250 both contain 128, the roundest tick of each
+    // (256 would be rounder but lies outside both).
+    let a = w.insert_in_range(100..=200, 'a').unwrap();
+    let b = w.insert_in_range(120..=250, 'b').unwrap();
+    assert_eq!(w.deadline(a), Some(128));
+    assert_eq!(w.deadline(b), Some(128));
+    assert_eq!(drain(&mut w, 1000), [(128, 'a'), (128, 'b')]);
+}
+
+#[test]
+fn range_edge_cases() {
+    let mut w: Wheel<u8> = Wheel::starting_at(1000);
+    #[allow(clippy::reversed_empty_ranges)]
+    let inverted = w.insert_in_range(5..=3, 0);
+    assert_eq!(inverted, Err(TimerError::InvalidRange));
+    #[allow(clippy::reversed_empty_ranges)]
+    let inverted = w.insert_at_in_range(2000..=1500, 0);
+    assert_eq!(inverted, Err(TimerError::InvalidRange));
+    assert!(w.is_empty());
+    // A window wholly in the past is clamped to now.
+    let k = w.insert_at_in_range(10..=20, 1).unwrap();
+    assert_eq!(w.deadline(k), Some(1000));
+    // A window reaching into the past starts at now.
+    let k = w.insert_at_in_range(10..=1003, 2).unwrap();
+    assert!((1000..=1003).contains(&w.deadline(k).unwrap()));
+    // Near the end of time both ends saturate; an inverted range is still
+    // refused (the delays are compared before saturating).
+    let mut w: Wheel<u8> = Wheel::starting_at(u64::MAX - 5);
+    #[allow(clippy::reversed_empty_ranges)]
+    let inverted = w.insert_in_range(10..=8, 0);
+    assert_eq!(inverted, Err(TimerError::InvalidRange));
+    let k = w.insert_in_range(10..=20, 0).unwrap();
+    assert_eq!(w.deadline(k), Some(u64::MAX));
+    // From tick 0, a window starting at 0 picks 0: due now.
+    let mut w: Wheel<u8> = Wheel::new();
+    let k = w.insert_at_in_range(0..=10, 0).unwrap();
+    assert_eq!(w.deadline(k), Some(0));
+}
+
+#[test]
+fn capped_advance_resumes_the_same_tick() {
+    let mut w = Wheel::new();
+    for v in 0..5 {
+        w.insert(10, v);
+    }
+    w.insert(20, 5);
+    w.insert(20, 6);
+    let mut seen = Vec::new();
+    let r = w.advance(100, 3, |w, e| seen.push((w.now(), e.value)));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 3,
+            complete: false
+        }
+    );
+    assert_eq!(w.now(), 10, "stopped inside tick 10");
+    assert_eq!(w.len(), 4);
+    let r = w.advance(100, 3, |w, e| seen.push((w.now(), e.value)));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 3,
+            complete: false
+        }
+    );
+    assert_eq!(w.now(), 20);
+    let r = w.advance(100, 3, |w, e| seen.push((w.now(), e.value)));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 1,
+            complete: true
+        }
+    );
+    assert_eq!(w.now(), 100);
+    assert_eq!(
+        seen,
+        [
+            (10, 0),
+            (10, 1),
+            (10, 2),
+            (10, 3),
+            (10, 4),
+            (20, 5),
+            (20, 6)
+        ]
+    );
+}
+
+#[test]
+fn capped_advance_edge_cases() {
+    // A cap of 0 with work due: nothing expires, time stays.
+    let mut w = Wheel::new();
+    w.insert(10, ());
+    let r = w.advance(50, 0, |_, _| panic!("cap is 0"));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 0,
+            complete: false
+        }
+    );
+    assert_eq!(w.now(), 0, "a zero cap does no work, not even moving time");
+    assert_eq!(w.len(), 1);
+    // A cap of 0 with nothing due: time still reaches the target.
+    let mut w: Wheel<()> = Wheel::new();
+    w.insert(100, ());
+    let r = w.advance(50, 0, |_, _| panic!("nothing due"));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 0,
+            complete: true
+        }
+    );
+    assert_eq!(w.now(), 50);
+    // A cap equal to the work due completes and reaches the target.
+    let mut w = Wheel::new();
+    w.insert(10, ());
+    w.insert(20, ());
+    w.insert(60, ());
+    let r = w.advance(50, 2, |_, _| {});
+    assert_eq!(
+        r,
+        Advance {
+            expired: 2,
+            complete: true
+        }
+    );
+    assert_eq!(w.now(), 50);
+    assert_eq!(w.next_deadline(), Some(60));
+}
+
+#[test]
+fn now_reads_each_deadline_during_one_long_advance() {
+    let mut w = Wheel::new();
+    let deadlines = [5u64, 70, 5000, 300_000, 300_000];
+    for &d in deadlines.iter().rev() {
+        w.insert_at(d, d);
+    }
+    let mut seen = Vec::new();
+    let r = w.advance(1_000_000, usize::MAX, |w, e| {
+        assert_eq!(w.now(), e.deadline);
+        seen.push(e.value);
+    });
+    assert_eq!(
+        r,
+        Advance {
+            expired: 5,
+            complete: true
+        }
+    );
+    assert_eq!(seen, deadlines);
+    assert_eq!(w.now(), 1_000_000);
+}
+
+#[test]
+fn reschedule_from_inside_expiry() {
+    let mut w = Wheel::new();
+    let a = w.insert(10, 'a');
+    let b = w.insert(10, 'b');
+    let c = w.insert(50, 'c');
+    let mut seen = Vec::new();
+    let r = w.advance(100, usize::MAX, |w, e| {
+        if e.value == 'a' {
+            // Its own key fired: rescheduling it is refused.
+            assert_eq!(w.reschedule(a, 1), Err(TimerError::StaleKey));
+            w.reschedule(b, 5).unwrap(); // 10 -> 15
+            w.reschedule(c, 0).unwrap(); // 50 -> 10, after `a`
+        }
+        seen.push((w.now(), e.value));
+    });
+    assert_eq!(r.expired, 3);
+    assert_eq!(seen, [(10, 'a'), (10, 'c'), (15, 'b')]);
+}
+
+#[test]
+fn cancel_same_tick_timer_from_inside_expiry() {
+    let mut w = Wheel::new();
+    let _a = w.insert(10, 'a');
+    let b = w.insert(10, 'b');
+    let _c = w.insert(10, 'c');
+    let mut seen = Vec::new();
+    let mut cancelled = None;
+    let r = w.advance(100, usize::MAX, |w, e| {
+        if e.value == 'a' {
+            cancelled = w.cancel(b);
+        }
+        seen.push(e.value);
+    });
+    assert_eq!(cancelled, Some('b'));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 2,
+            complete: true
+        }
+    );
+    assert_eq!(seen, ['a', 'c']);
+    assert!(w.is_empty());
+}
+
+#[test]
+fn zero_delay_insert_from_inside_expiry() {
+    let mut w = Wheel::new();
+    w.insert(10, 0);
+    w.insert(10, 1);
+    w.insert(11, 2);
+    let mut seen = Vec::new();
+    let r = w.advance(100, usize::MAX, |w, e| {
+        if e.value == 0 {
+            w.insert(0, 10); // due at tick 10, after the already armed `1`
+            w.insert(1, 11); // due at tick 11, after `2`
+        }
+        seen.push((w.now(), e.value));
+    });
+    assert_eq!(r.expired, 5);
+    assert_eq!(seen, [(10, 0), (10, 1), (10, 10), (11, 2), (11, 11)]);
+    // The same with the pop-style loop.
+    let mut w = Wheel::new();
+    w.insert(10, 0);
+    let mut seen = Vec::new();
+    while let Some(e) = w.poll(10) {
+        if e.value < 3 {
+            w.insert(0, e.value + 1);
+        }
+        seen.push((w.now(), e.value));
+    }
+    assert_eq!(seen, [(10, 0), (10, 1), (10, 2), (10, 3)]);
+}
+
+#[test]
+fn stale_after_fire_and_after_cancel() {
+    let mut w = Wheel::new();
+    let fired = w.insert(1, 1);
+    let cancelled = w.insert(5, 2);
+    assert_eq!(w.cancel(cancelled), Some(2));
+    assert!(w.poll(1).is_some());
+    for k in [fired, cancelled] {
+        assert!(!w.contains(k));
+        assert_eq!(w.cancel(k), None);
+        assert_eq!(w.reschedule(k, 3), Err(TimerError::StaleKey));
+        assert_eq!(w.reschedule_at(k, 3), Err(TimerError::StaleKey));
+        assert_eq!(w.get(k), None);
+        assert_eq!(w.get_mut(k), None);
+        assert_eq!(w.deadline(k), None);
+    }
+    // New timers (due at 1 + 7) reuse the freed slots; old keys must not
+    // reach them.
+    let new1 = w.insert(7, 3);
+    let new2 = w.insert(7, 4);
+    assert_ne!(new1, fired);
+    assert_ne!(new2, cancelled);
+    for k in [fired, cancelled] {
+        assert_eq!(w.cancel(k), None);
+        assert_eq!(w.reschedule(k, 100), Err(TimerError::StaleKey));
+    }
+    assert_eq!(w.len(), 2);
+    assert_eq!(drain(&mut w, 8), [(8, 3), (8, 4)]);
+}
+
+#[test]
+fn saturation_at_the_end_of_time() {
+    let mut w = Wheel::new();
+    let k = w.insert(u64::MAX, 'x');
+    assert_eq!(w.deadline(k), Some(u64::MAX));
+    assert!(w.poll(u64::MAX - 1).is_none());
+    assert_eq!(w.now(), u64::MAX - 1);
+    assert_eq!(drain(&mut w, u64::MAX), [(u64::MAX, 'x')]);
+
+    let mut w = Wheel::starting_at(u64::MAX - 5);
+    let a = w.insert(10, 'a'); // saturates to MAX
+    let b = w.insert(3, 'b'); // MAX - 2
+    let c = w.insert(u64::MAX, 'c'); // MAX, after `a`
+    assert_eq!(w.deadline(a), Some(u64::MAX));
+    assert_eq!(w.deadline(b), Some(u64::MAX - 2));
+    assert_eq!(w.deadline(c), Some(u64::MAX));
+    w.reschedule(b, u64::MAX).unwrap(); // saturates: MAX, after `c`
+    assert_eq!(w.ticks_to_next_event(u64::MAX), 5);
+    assert!(w.poll(u64::MAX - 1).is_none());
+    assert_eq!(
+        drain(&mut w, u64::MAX),
+        [(u64::MAX, 'a'), (u64::MAX, 'c'), (u64::MAX, 'b')]
+    );
+    // At the last tick every delay is due now.
+    let d = w.insert(1, 'd');
+    assert_eq!(w.deadline(d), Some(u64::MAX));
+    assert_eq!(drain(&mut w, u64::MAX), [(u64::MAX, 'd')]);
+}
+
+#[test]
+fn clock_going_backwards_is_no_time() {
+    let mut w = Wheel::new();
+    assert!(w.poll(100).is_none());
+    let k = w.insert(10, 1);
+    assert!(w.poll(50).is_none());
+    assert_eq!(w.now(), 100, "now never moves back");
+    assert_eq!(w.deadline(k), Some(110));
+    // Due timers still come out of a backwards poll, at now.
+    w.insert(0, 2);
+    let e = w.poll(3).unwrap();
+    assert_eq!((e.value, e.deadline, w.now()), (2, 100, 100));
+    assert_eq!(drain(&mut w, 110), [(110, 1)]);
+}
+
+#[test]
+fn huge_idle_jump_with_one_far_timer() {
+    let mut w = Wheel::new();
+    let far = 10_000_000_000u64;
+    let k = w.insert_at(far, ());
+    let hour = 3_600_000;
+    assert!(w.poll(w.now() + hour).is_none());
+    assert_eq!(w.now(), hour);
+    assert_eq!(w.deadline(k), Some(far));
+    assert_eq!(w.next_deadline(), Some(far));
+    // Thousands of hour-long jumps stay cheap (each is O(levels)) and exact.
+    for _ in 0..2000 {
+        assert!(w.poll(w.now() + hour).is_none());
+    }
+    assert_eq!(w.now(), 2001 * hour);
+    assert!(w.poll(far - 1).is_none());
+    assert_eq!(drain(&mut w, u64::MAX), [(far, ())]);
+}
+
+#[test]
+fn clone_is_a_checkpoint() {
+    let mut w = Wheel::new();
+    let mut keys = Vec::new();
+    for i in 0..200u64 {
+        keys.push(w.insert(i * i * 37 % 100_000, i));
+    }
+    for k in keys.iter().step_by(7) {
+        w.cancel(*k);
+    }
+    assert!(w.poll(500).is_some());
+    let mut checkpoint = w.clone();
+    assert_eq!(checkpoint.len(), w.len());
+    assert_eq!(checkpoint.now(), w.now());
+    let original_fired = drain(&mut w, 200_000);
+    assert!(w.is_empty());
+    // Advancing the original left the checkpoint untouched.
+    assert_eq!(checkpoint.len(), original_fired.len());
+    let replay = drain(&mut checkpoint, 200_000);
+    assert_eq!(replay, original_fired);
+    // Keys are valid in both copies independently.
+    let mut a = Wheel::new();
+    let k = a.insert(5, 'a');
+    let mut b = a.clone();
+    assert_eq!(a.cancel(k), Some('a'));
+    assert_eq!(b.get(k), Some(&'a'));
+    assert_eq!(drain(&mut b, 5), [(5, 'a')]);
+}
+
+#[test]
+fn debug_output() {
+    let mut w = Wheel::starting_at(7);
+    w.insert(0, ()); // level 0, slot 7
+    w.insert(64, ()); // 71: level 1, slot 1
+    let s = format!("{w:?}");
+    assert!(s.starts_with("Wheel {"), "{s}");
+    assert!(s.contains("now: 7"), "{s}");
+    assert!(s.contains("len: 2"), "{s}");
+    assert!(s.contains("\"0x0000000000000080\""), "level 0 bit 7: {s}");
+    assert!(s.contains("\"0x0000000000000002\""), "level 1 bit 1: {s}");
+    let k = TimerKey::from_raw((3 << 32) | 9);
+    assert_eq!(format!("{k:?}"), "TimerKey(9v3)");
+    let e = w.poll(7).unwrap();
+    let s = format!("{e:?}");
+    assert!(s.contains("deadline: 7") && s.contains("value: ()"), "{s}");
+    let r = Advance {
+        expired: 1,
+        complete: true,
+    };
+    assert_eq!(format!("{r:?}"), "Advance { expired: 1, complete: true }");
+}
+
+#[test]
+fn iter_lists_every_armed_timer() {
+    let mut w = Wheel::starting_at(1000);
+    let mut expected = Vec::new();
+    for (i, d) in [1000u64, 1001, 1100, 5000, 1 << 30, u64::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let k = w.insert_at(d, i);
+        expected.push((k, d, i));
+    }
+    let gone = w.insert(3, 99);
+    w.cancel(gone);
+    let mut listed: Vec<_> = w.iter().map(|(k, d, &v)| (k, d, v)).collect();
+    listed.sort_by_key(|&(_, d, v)| (d, v));
+    assert_eq!(listed, expected);
+    drain(&mut w, 1100);
+    assert_eq!(w.iter().count(), 3);
+    assert_eq!(Wheel::<()>::new().iter().count(), 0);
+}
+
+#[test]
+fn len_and_is_empty() {
+    let mut w = Wheel::default();
+    assert!(w.is_empty());
+    assert_eq!(w.len(), 0);
+    let a = w.insert(1, ());
+    let b = w.insert(1 << 20, ());
+    w.insert(0, ());
+    assert_eq!(w.len(), 3);
+    assert!(!w.is_empty());
+    w.cancel(a);
+    assert_eq!(w.len(), 2);
+    w.cancel(a); // stale: no change
+    assert_eq!(w.len(), 2);
+    w.reschedule(b, 5).unwrap(); // no change
+    assert_eq!(w.len(), 2);
+    assert!(w.poll(0).is_some());
+    assert_eq!(w.len(), 1);
+    drain(&mut w, 10);
+    assert!(w.is_empty());
+}
+
+#[test]
+fn with_capacity_preallocates() {
+    let mut w = Wheel::with_capacity(100);
+    let cap = w.capacity();
+    assert!(cap >= 100);
+    assert_eq!(w.now(), 0);
+    assert!(w.is_empty());
+    for i in 0..100 {
+        w.insert(i, i);
+    }
+    assert_eq!(w.capacity(), cap, "no growth within the capacity");
+    assert_eq!(Wheel::<u8>::new().capacity(), 0);
+}
+
+#[test]
+fn get_mut_changes_the_payload_that_fires() {
+    let mut w = Wheel::new();
+    let k = w.insert(3, 1);
+    *w.get_mut(k).unwrap() += 41;
+    assert_eq!(w.get(k), Some(&42));
+    assert_eq!(drain(&mut w, 3), [(3, 42)]);
+}
+
+#[test]
+fn raw_keys_round_trip_and_garbage_is_stale() {
+    let mut w = Wheel::new();
+    let k = w.insert(10, 'k');
+    let other = w.insert(10, 'o');
+    let raw = k.to_raw();
+    assert_eq!(TimerKey::from_raw(raw), k);
+    assert_eq!(w.get(TimerKey::from_raw(raw)), Some(&'k'));
+    // Garbage: out-of-range index, wrong generation, all ones, zero with a
+    // bumped generation.
+    let garbage = [
+        u64::MAX,
+        1 << 20,
+        raw ^ (1 << 32),
+        raw ^ (7 << 40),
+        (u64::from(u32::MAX) << 32) | 1,
+    ];
+    for g in garbage {
+        let g = TimerKey::from_raw(g);
+        assert!(!w.contains(g));
+        assert_eq!(w.cancel(g), None);
+        assert_eq!(w.reschedule(g, 1), Err(TimerError::StaleKey));
+        assert_eq!(w.deadline(g), None);
+        assert_eq!(w.get_mut(g), None);
+    }
+    assert_eq!(w.len(), 2);
+    assert_eq!(w.cancel(TimerKey::from_raw(raw)), Some('k'));
+    // After cancellation the raw key is stale too.
+    assert_eq!(w.cancel(TimerKey::from_raw(raw)), None);
+    assert_eq!(w.get(other), Some(&'o'));
 }
