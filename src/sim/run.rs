@@ -68,7 +68,6 @@ pub enum StopReason {
 
 /// What a run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
 pub struct RunReport {
     /// Events run.
     pub events: u64,
