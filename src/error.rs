@@ -11,6 +11,18 @@ pub enum TimerError {
     StaleKey,
     /// A range whose start is after its end.
     InvalidRange,
+    /// A periodic timer with a zero period.
+    InvalidPeriod,
+    /// The service has been shut down.
+    Shutdown,
+    /// A shard index not below the service's shard count.
+    ShardOutOfRange,
+    /// The shard is owned by another thread (or a driver thread).
+    ShardClaimed,
+    /// A shard poll from inside one of that shard's own callbacks.
+    Reentrant,
+    /// A builder setting out of range (shards, tick) or not supported here.
+    InvalidConfig,
 }
 
 impl fmt::Display for TimerError {
@@ -18,6 +30,12 @@ impl fmt::Display for TimerError {
         f.write_str(match self {
             TimerError::StaleKey => "stale timer key: the timer already expired or was cancelled",
             TimerError::InvalidRange => "invalid range: earliest is after latest",
+            TimerError::InvalidPeriod => "invalid period: a periodic timer needs a period of at least one tick",
+            TimerError::Shutdown => "the timer service has been shut down",
+            TimerError::ShardOutOfRange => "shard index out of range",
+            TimerError::ShardClaimed => "the shard is owned by another thread",
+            TimerError::Reentrant => "a shard cannot be polled from inside one of its own callbacks",
+            TimerError::InvalidConfig => "invalid service configuration (shards 1..=4096, tick 10us..=1h, driver threads not under loom)",
         })
     }
 }

@@ -4,6 +4,12 @@
 //!   Varghese & Lauck, "Hashed and Hierarchical Timing Wheels"): O(1) insert,
 //!   cancel and reschedule, exact expiry on the deadline tick, FIFO within a
 //!   tick, and idle time skipped in O(levels) through occupancy bitmaps.
+//! * [`TimerService`] is the per-core service: shards that each own a wheel,
+//!   with START, STOP and RESTART from any thread decided by one atomic
+//!   transition, without locks. See the [`service`] module for the protocol.
+//! * [`TimerService`] is the per-core service: shards that each own a wheel,
+//!   with START, STOP and RESTART from any thread decided by one atomic
+//!   transition, without locks. See the [`service`] module for the protocol.
 //! * [`schemes`]: the paper's schemes 1-6 and a [`Wheel`] adapter, as baselines and test oracles.
 //! * [`sim`]: discrete-event simulation on the wheel: virtual time, priorities, stepping, verification, tracing and checkpoints.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -11,8 +17,14 @@
 
 mod error;
 pub mod schemes;
+pub mod service;
 pub mod sim;
+mod sync;
 pub mod wheel;
 
 pub use error::TimerError;
+pub use service::{
+    Builder, Clock, Driver, Expiry, ManualClock, PanicReport, Restart, ShardGuard, Stats, Stop,
+    StopSync, Timer, TimerId, TimerService, TimerSpec,
+};
 pub use wheel::{Advance, Expired, TimerKey, Wheel};

@@ -1,0 +1,311 @@
+//! The timer slots of one service: a segmented array that grows without a
+//! lock and never moves or frees a slot while the service lives.
+//!
+//! # Why slots are never freed early
+//!
+//! A handle is `(index, gen)`. Any thread may read the state word of any slot
+//! it has an index for, at any time, even long after the timer is gone. Since
+//! segments are only freed when the whole service is dropped (no handle or
+//! thread can reach it then), such a read is always of live memory; the `gen`
+//! in the word tells a stale handle apart. This is what makes stale handles
+//! safe in Rust and through the C ABI without epochs or hazard pointers.
+//!
+//! # Memory
+//!
+//! Segment `k` holds `BASE << k` slots, so 27 segment pointers address 2^32
+//! slots and a service that never holds more than `n` timers at once owns at
+//! most about `2n` slots. Freed slots go back to a lock-free free list
+//! (a Treiber stack whose head carries an ABA tag) and are reused before the
+//! array grows: start/stop churn leaves memory flat.
+//!
+//! # Ownership of a slot's fields
+//!
+//! * `state` (the word, see [`state`](super::state)) and `next_free`: atomics,
+//!   any thread.
+//! * `shard`: written by the thread that allocated the slot before it
+//!   publishes the slot with a release store of the state word; read by others
+//!   after an acquire load of the word, and trusted only if a later CAS on the
+//!   word (same `gen`) succeeds.
+//! * `owned`: only the owner of the slot's shard touches it while the slot is
+//!   allocated; between free and the next allocation, only the allocator.
+
+use super::state::Word;
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+
+#[cfg(not(loom))]
+const BASE_SHIFT: u32 = 6;
+#[cfg(loom)]
+const BASE_SHIFT: u32 = 1;
+const BASE: usize = 1 << BASE_SHIFT;
+const SEGMENTS: usize = 33 - BASE_SHIFT as usize;
+const NIL: u32 = u32::MAX;
+
+/// What the callback of a timer is.
+pub(crate) type Callback = Box<dyn FnMut(&mut super::Expiry<'_>) + Send + 'static>;
+
+/// The shard owner's view of a slot. Only the owner touches it (see module docs).
+pub(crate) struct Owned {
+    pub(crate) callback: Option<Callback>,
+    /// Period in ticks; 0 for a one-shot timer.
+    pub(crate) period: u64,
+    /// Fire every missed period in a burst instead of counting overruns.
+    pub(crate) burst: bool,
+    /// The wheel key while the slot is linked into the owner's wheel.
+    pub(crate) linked: Option<crate::TimerKey>,
+    /// The arming `seq` the wheel entry stands for.
+    pub(crate) linked_seq: u32,
+    /// The deadline tick of the current arming.
+    pub(crate) deadline: u64,
+    /// Periods skipped before the current arming (reported to the callback).
+    pub(crate) overruns: u64,
+}
+
+impl Owned {
+    const fn empty() -> Self {
+        Owned {
+            callback: None,
+            period: 0,
+            burst: false,
+            linked: None,
+            linked_seq: 0,
+            deadline: 0,
+            overruns: 0,
+        }
+    }
+}
+
+/// One timer slot.
+pub(crate) struct Slot {
+    pub(crate) state: AtomicU64,
+    pub(crate) shard: AtomicU32,
+    next_free: AtomicU32,
+    pub(crate) owned: UnsafeCell<Owned>,
+}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            // Generation 0 is never used, so the all-zero handle is always stale.
+            state: AtomicU64::new(Word::free(1).0),
+            shard: AtomicU32::new(0),
+            next_free: AtomicU32::new(NIL),
+            owned: UnsafeCell::new(Owned::empty()),
+        }
+    }
+
+    pub(crate) fn load(&self, order: Ordering) -> Word {
+        Word(self.state.load(order))
+    }
+
+    pub(crate) fn cas(&self, current: Word, new: Word) -> Result<Word, Word> {
+        self.state
+            .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
+            .map(Word)
+            .map_err(Word)
+    }
+}
+
+/// The growable slot array plus its free list.
+pub(crate) struct Arena {
+    segments: [AtomicPtr<Slot>; SEGMENTS],
+    /// Number of slot indices ever handed out fresh.
+    fresh: AtomicU32,
+    /// Free list head: `tag << 32 | index`.
+    free_head: AtomicU64,
+}
+
+// SAFETY: the raw segment pointers are owned by the arena (allocated in
+// `segment_for`, freed in `drop`); every field they point to is an atomic or
+// an `UnsafeCell` whose access protocol is described in the module docs.
+unsafe impl Send for Arena {}
+// SAFETY: as above; shared access goes through atomics, and `owned` is only
+// touched by the one thread the protocol designates.
+unsafe impl Sync for Arena {}
+
+/// Segment number and offset of slot `index`.
+fn locate(index: u32) -> (usize, usize) {
+    let scaled = index as usize / BASE + 1;
+    let segment = (usize::BITS - 1 - scaled.leading_zeros()) as usize;
+    let start = BASE * ((1 << segment) - 1);
+    (segment, index as usize - start)
+}
+
+fn segment_len(segment: usize) -> usize {
+    BASE << segment
+}
+
+impl Arena {
+    pub(crate) fn new() -> Self {
+        Arena {
+            segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            fresh: AtomicU32::new(0),
+            free_head: AtomicU64::new(NIL as u64),
+        }
+    }
+
+    /// The slot at `index`, or `None` if no slot with that index was ever
+    /// handed out (a garbage handle).
+    pub(crate) fn get(&self, index: u32) -> Option<&Slot> {
+        if index >= self.fresh.load(Ordering::Acquire) {
+            return None;
+        }
+        let (segment, offset) = locate(index);
+        let base = self.segments[segment].load(Ordering::Acquire);
+        if base.is_null() {
+            // Handed out but the segment is still being installed by the
+            // allocating thread: that slot cannot be armed yet.
+            return None;
+        }
+        // SAFETY: (1) `base` points to a live segment of `segment_len(segment)`
+        // slots: segments are installed once and freed only in `drop`, which
+        // needs `&mut self`. (2) `offset < segment_len(segment)` by `locate`.
+        Some(unsafe { &*base.add(offset) })
+    }
+
+    /// Takes a free slot (reusing freed ones first). Its state word reads
+    /// `FREE` and the caller owns it exclusively until it publishes it.
+    pub(crate) fn alloc(&self) -> u32 {
+        if let Some(index) = self.pop_free() {
+            return index;
+        }
+        let index = self.fresh.fetch_add(1, Ordering::AcqRel);
+        assert!(index != NIL, "tickwheel: 2^32-1 timer slots exhausted");
+        let (segment, _) = locate(index);
+        self.install_segment(segment);
+        index
+    }
+
+    /// Returns a slot whose word the owner just set to `FREE`.
+    pub(crate) fn free(&self, index: u32) {
+        let slot = self
+            .get(index)
+            .expect("freeing a slot that was never allocated");
+        let mut head = self.free_head.load(Ordering::Acquire);
+        loop {
+            slot.next_free.store(head as u32, Ordering::Relaxed);
+            let new = (head & !0xFFFF_FFFF) | index as u64;
+            match self
+                .free_head
+                .compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    fn pop_free(&self) -> Option<u32> {
+        let mut head = self.free_head.load(Ordering::Acquire);
+        loop {
+            let index = head as u32;
+            if index == NIL {
+                return None;
+            }
+            let slot = self.get(index).expect("free list holds an allocated index");
+            let next = slot.next_free.load(Ordering::Relaxed);
+            // The tag in the high half changes on every pop, so a head that
+            // was popped and pushed back meanwhile (ABA) fails this CAS.
+            let tag = (head >> 32).wrapping_add(1);
+            let new = (tag << 32) | next as u64;
+            match self
+                .free_head
+                .compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(index),
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// Makes sure segment `segment` exists. Racing allocators each build one;
+    /// one CAS wins and the others drop theirs.
+    fn install_segment(&self, segment: usize) {
+        if !self.segments[segment].load(Ordering::Acquire).is_null() {
+            return;
+        }
+        let slots: Box<[Slot]> = (0..segment_len(segment)).map(|_| Slot::new()).collect();
+        let raw = Box::into_raw(slots) as *mut Slot;
+        if self.segments[segment]
+            .compare_exchange(
+                std::ptr::null_mut(),
+                raw,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: `raw` came from `Box::into_raw` just above and was never
+            // shared, since the CAS that would have published it failed.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    raw,
+                    segment_len(segment),
+                ))
+            });
+        }
+    }
+
+    /// Calls `f` on every slot ever handed out.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u32, &Slot)) {
+        let fresh = self.fresh.load(Ordering::Acquire);
+        for index in 0..fresh {
+            if let Some(slot) = self.get(index) {
+                f(index, slot);
+            }
+        }
+    }
+
+    /// Slots ever handed out (the arena's high-water mark).
+    pub(crate) fn slots(&self) -> usize {
+        self.fresh.load(Ordering::Relaxed) as usize
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for (segment, pointer) in self.segments.iter_mut().enumerate() {
+            let raw = pointer.load(Ordering::Acquire);
+            if !raw.is_null() {
+                // SAFETY: installed by `install_segment` from a boxed slice of
+                // exactly this length; `&mut self` means no one else can reach it.
+                drop(unsafe {
+                    Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                        raw,
+                        segment_len(segment),
+                    ))
+                });
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_covers_indices_contiguously() {
+        let mut expected = (0, 0);
+        for index in 0..10_000u32 {
+            assert_eq!(locate(index), expected, "index {index}");
+            expected.1 += 1;
+            if expected.1 == segment_len(expected.0) {
+                expected = (expected.0 + 1, 0);
+            }
+        }
+        assert_eq!(locate(u32::MAX - 1).0, SEGMENTS - 1);
+    }
+
+    #[test]
+    fn freed_slots_are_reused_before_growing() {
+        let arena = Arena::new();
+        let a = arena.alloc();
+        let b = arena.alloc();
+        assert_ne!(a, b);
+        arena.free(a);
+        assert_eq!(arena.alloc(), a);
+        assert_eq!(arena.slots(), 2);
+        assert!(arena.get(2).is_none(), "never handed out");
+        assert!(arena.get(u32::MAX).is_none());
+    }
+}

@@ -1,0 +1,220 @@
+//! Configuring a [`TimerService`]: shards, tick, driver, clock and hooks.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+use super::driver::DriverThreads;
+use super::shard::Shard;
+use super::{Clock, Inner, ServiceClock, TimerId, TimerService};
+use crate::sync::{Arc, AtomicBool, AtomicUsize};
+use crate::TimerError;
+
+/// Who runs the shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// One named thread per shard (`tickwheel-<n>`), tickless: it sleeps
+    /// until its next deadline, is woken when a start lands earlier, and does
+    /// not wake at all while nothing is armed.
+    Threads {
+        /// Pin shard `n`'s thread to CPU `n % cores` (Linux; ignored elsewhere).
+        pin: bool,
+    },
+    /// The application's own threads claim shards with
+    /// [`TimerService::claim_shard`] and poll them from their loops.
+    Embedded,
+}
+
+/// Everything the service needs to tell a callback's panic to a hook.
+#[derive(Debug)]
+pub struct PanicReport {
+    /// The timer whose callback panicked.
+    pub timer: TimerId,
+    /// The shard it ran on.
+    pub shard: usize,
+    /// The panic message, when it was a string.
+    pub message: String,
+}
+
+impl PanicReport {
+    pub(crate) fn new(timer: TimerId, shard: usize, payload: Box<dyn Any + Send>) -> Self {
+        let message = if let Some(text) = payload.downcast_ref::<&'static str>() {
+            (*text).to_owned()
+        } else if let Some(text) = payload.downcast_ref::<String>() {
+            text.clone()
+        } else {
+            "<non-string panic payload>".to_owned()
+        };
+        PanicReport {
+            timer,
+            shard,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for PanicReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "callback of {:?} on shard {} panicked: {}",
+            self.timer, self.shard, self.message
+        )
+    }
+}
+
+type PanicHook = Arc<dyn Fn(&PanicReport) + Send + Sync>;
+type Waker = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// The settled configuration a service keeps.
+pub(crate) struct Config {
+    pub(crate) driver: Driver,
+    pub(crate) panic_hook: Option<PanicHook>,
+    pub(crate) waker: Option<Waker>,
+}
+
+/// Builds a [`TimerService`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::{Driver, TimerService};
+///
+/// let service = TimerService::builder()
+///     .shards(4)
+///     .tick(Duration::from_micros(100))
+///     .driver(Driver::Embedded)
+///     .build()?;
+/// assert_eq!(service.shard_count(), 4);
+/// # Ok::<(), tickwheel::TimerError>(())
+/// ```
+#[must_use]
+pub struct Builder {
+    shards: Option<usize>,
+    tick: Duration,
+    driver: Driver,
+    clock: Clock,
+    panic_hook: Option<PanicHook>,
+    waker: Option<Waker>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The shortest tick a service accepts.
+pub const MIN_TICK: Duration = Duration::from_micros(10);
+
+impl Builder {
+    /// Defaults: one shard per available core, 1 ms tick, driver threads,
+    /// monotonic clock, panics reported on stderr.
+    pub fn new() -> Self {
+        Builder {
+            shards: None,
+            tick: Duration::from_millis(1),
+            driver: if cfg!(loom) {
+                Driver::Embedded
+            } else {
+                Driver::Threads { pin: false }
+            },
+            clock: Clock::Monotonic,
+            panic_hook: None,
+            waker: None,
+        }
+    }
+
+    /// Number of shards (at least 1; at most 4096).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Tick length, from 10 µs up.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Who runs the shards.
+    pub fn driver(mut self, driver: Driver) -> Self {
+        self.driver = driver;
+        self
+    }
+
+    /// The clock (monotonic by default, or a [`ManualClock`](crate::ManualClock)).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Called (on the shard's thread) with every caught callback panic.
+    pub fn panic_hook(mut self, hook: impl Fn(&PanicReport) + Send + Sync + 'static) -> Self {
+        self.panic_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// For [`Driver::Embedded`]: called with a shard index when that shard's
+    /// owner must wake up early (a timer was started that is due before the
+    /// deadline the owner last asked for with
+    /// [`ShardGuard::next_deadline`](crate::ShardGuard::next_deadline)).
+    /// Typically unparks a worker or writes to an eventfd. It may be called
+    /// from any thread, and must not block.
+    pub fn waker(mut self, waker: impl Fn(usize) + Send + Sync + 'static) -> Self {
+        self.waker = Some(Arc::new(waker));
+        self
+    }
+
+    /// Builds the service (and, for [`Driver::Threads`], spawns its threads).
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidConfig`] for zero or more than 4096 shards, a
+    /// tick under 10 µs or over an hour, or driver threads under loom.
+    pub fn build(self) -> Result<TimerService, TimerError> {
+        let shards = match self.shards {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if shards == 0
+            || shards > 4096
+            || self.tick < MIN_TICK
+            || self.tick > Duration::from_secs(3600)
+        {
+            return Err(TimerError::InvalidConfig);
+        }
+        if cfg!(loom) && matches!(self.driver, Driver::Threads { .. }) {
+            return Err(TimerError::InvalidConfig);
+        }
+        let inner = Arc::new(Inner {
+            arena: super::Arena::new(),
+            shards: (0..shards).map(|_| Shard::new()).collect(),
+            clock: ServiceClock::new(self.clock),
+            tick_nanos: self.tick.as_nanos() as u64,
+            config: Config {
+                driver: self.driver,
+                panic_hook: self.panic_hook,
+                waker: self.waker,
+            },
+            shut_down: AtomicBool::new(false),
+            spread: AtomicUsize::new(0),
+            drivers: DriverThreads::new(shards),
+        });
+        if let Driver::Threads { pin } = self.driver {
+            DriverThreads::spawn_all(&inner, pin)?;
+        }
+        Ok(TimerService::from_inner(inner))
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("shards", &self.shards)
+            .field("tick", &self.tick)
+            .field("driver", &self.driver)
+            .field("clock", &self.clock)
+            .field("panic_hook", &self.panic_hook.is_some())
+            .field("waker", &self.waker.is_some())
+            .finish()
+    }
+}

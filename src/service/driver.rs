@@ -1,0 +1,250 @@
+//! Who runs a shard: a [`ShardGuard`] held by an application thread
+//! (embedded), or one built-in driver thread per shard.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::builder::Config;
+use super::{Driver, Inner, OWNED_SHARD};
+use crate::sync::{Arc, Ordering};
+use crate::TimerError;
+
+/// Exclusive ownership of one shard by the current thread.
+///
+/// While a thread holds the guard it must call [`poll`](Self::poll) from its
+/// loop; timers it starts without naming a shard go to this shard. Dropping
+/// the guard gives the shard back (timers stay armed). Not `Send`: a shard is
+/// owned by one thread at a time, and moving it means dropping the guard and
+/// claiming again on the other thread.
+pub struct ShardGuard {
+    inner: Arc<Inner>,
+    shard: usize,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl ShardGuard {
+    pub(crate) fn claim(inner: &Arc<Inner>, shard: usize) -> Result<ShardGuard, TimerError> {
+        if shard >= inner.shards.len() {
+            return Err(TimerError::ShardOutOfRange);
+        }
+        if inner.is_shut_down() {
+            return Err(TimerError::Shutdown);
+        }
+        if !inner.shards[shard].try_claim() {
+            return Err(TimerError::ShardClaimed);
+        }
+        Ok(Self::adopt(inner.clone(), shard))
+    }
+
+    /// Takes over a shard already claimed on this thread's behalf.
+    fn adopt(inner: Arc<Inner>, shard: usize) -> ShardGuard {
+        OWNED_SHARD.with(|owned| owned.set((inner.address(), shard)));
+        inner.shards[shard].mark_awake();
+        ShardGuard {
+            inner,
+            shard,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Which shard this is.
+    pub fn index(&self) -> usize {
+        self.shard
+    }
+
+    /// Fires every timer of this shard that is due by the service clock's
+    /// current time, running callbacks on this thread. Returns how many ran.
+    ///
+    /// # Errors
+    /// [`TimerError::Reentrant`] when called from inside one of this shard's
+    /// own callbacks; [`TimerError::Shutdown`] once the service is shut down
+    /// (the shard is then swept: pending callbacks are dropped unrun).
+    pub fn poll(&mut self) -> Result<usize, TimerError> {
+        let shard = &self.inner.shards[self.shard];
+        if !shard.enter_poll() {
+            return Err(TimerError::Reentrant);
+        }
+        if self.inner.is_shut_down() {
+            shard.sweep(&self.inner, self.shard);
+            shard.leave_poll();
+            return Err(TimerError::Shutdown);
+        }
+        shard.mark_awake();
+        let now = self.inner.current_tick();
+        // SAFETY: this guard is the shard's claim, and `enter_poll` succeeded.
+        let polled = unsafe { shard.poll(&self.inner, self.shard, now) };
+        shard.leave_poll();
+        Ok(polled.fired)
+    }
+
+    /// The deadline tick of the earliest armed timer on this shard.
+    pub fn next_deadline_tick(&mut self) -> Option<u64> {
+        // SAFETY: this guard is the shard's claim.
+        unsafe { self.inner.shards[self.shard].next_deadline(&self.inner) }
+    }
+
+    /// How long the owner may sleep: until the earliest armed timer on this
+    /// shard is due (`Some(ZERO)` if one is due now), or `None` if nothing is
+    /// armed. Call it right before parking: it also tells other threads that
+    /// a start due earlier than that must wake this owner (through the
+    /// service's waker); if one already arrived it returns `Some(ZERO)`.
+    pub fn next_deadline(&mut self) -> Option<Duration> {
+        let tick = self.next_deadline_tick();
+        let shard = &self.inner.shards[self.shard];
+        if !shard.publish_sleep(tick) {
+            return Some(Duration::ZERO);
+        }
+        let tick = tick?;
+        let due = tick.saturating_mul(self.inner.tick_nanos);
+        Some(Duration::from_nanos(
+            due.saturating_sub(self.inner.clock.now_nanos()),
+        ))
+    }
+
+    /// Timers in this shard's wheel.
+    pub fn armed(&self) -> usize {
+        self.inner.shards[self.shard]
+            .counters
+            .armed
+            .load(Ordering::Relaxed) as usize
+    }
+}
+
+impl Drop for ShardGuard {
+    fn drop(&mut self) {
+        let shard = &self.inner.shards[self.shard];
+        if self.inner.is_shut_down() {
+            shard.sweep(&self.inner, self.shard);
+        }
+        OWNED_SHARD.with(|owned| owned.set((0, 0)));
+        shard.unclaim();
+    }
+}
+
+impl fmt::Debug for ShardGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardGuard")
+            .field("shard", &self.shard)
+            .finish()
+    }
+}
+
+/// The built-in driver threads of a service.
+pub(crate) struct DriverThreads {
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    handles: Box<[OnceLock<std::thread::Thread>]>,
+}
+
+impl DriverThreads {
+    pub(crate) fn new(shards: usize) -> Self {
+        DriverThreads {
+            threads: Mutex::new(Vec::new()),
+            handles: (0..shards).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    pub(crate) fn spawn_all(inner: &Arc<Inner>, pin: bool) -> Result<(), TimerError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut threads = Vec::with_capacity(inner.shards.len());
+        for shard in 0..inner.shards.len() {
+            // Claimed here so that no application thread can take it first.
+            let claimed = inner.shards[shard].try_claim();
+            debug_assert!(claimed);
+            let inner = inner.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("tickwheel-{shard}"))
+                .spawn(move || {
+                    if pin {
+                        pin_to_cpu(shard % cores);
+                    }
+                    let _ = inner.drivers.handles[shard].set(std::thread::current());
+                    drive(ShardGuard::adopt(inner, shard));
+                });
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(_) => return Err(TimerError::InvalidConfig),
+            }
+        }
+        *inner
+            .drivers
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = threads;
+        Ok(())
+    }
+
+    /// Wakes whoever owns `shard`.
+    pub(crate) fn wake(&self, shard: usize, config: &Config) {
+        match config.driver {
+            Driver::Threads { .. } => {
+                if let Some(thread) = self.handles[shard].get() {
+                    thread.unpark();
+                }
+            }
+            Driver::Embedded => {
+                if let Some(waker) = &config.waker {
+                    waker(shard);
+                }
+            }
+        }
+    }
+
+    /// Shutdown: wake every driver thread and wait for it to finish (each
+    /// sweeps its own shard). A driver thread that calls this (from a
+    /// callback) does not wait for itself.
+    pub(crate) fn stop_all(&self, config: &Config, shards: usize) {
+        for shard in 0..shards {
+            self.wake(shard, config);
+        }
+        self.join_remaining();
+    }
+
+    pub(crate) fn join_remaining(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        let me = std::thread::current().id();
+        for handle in threads {
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// The driver thread's loop: poll, then sleep until the next deadline.
+fn drive(mut guard: ShardGuard) {
+    let inner = guard.inner.clone();
+    // With a manual clock, time moves without anyone telling this thread:
+    // re-read it every millisecond.
+    let manual_cap = inner.clock.is_manual().then_some(Duration::from_millis(1));
+    while !inner.is_shut_down() {
+        let _ = guard.poll();
+        let sleep = guard.next_deadline();
+        if inner.is_shut_down() {
+            break;
+        }
+        match (sleep, manual_cap) {
+            (Some(d), _) if d.is_zero() => {}
+            (Some(d), Some(cap)) => std::thread::park_timeout(d.min(cap)),
+            (None, Some(cap)) => std::thread::park_timeout(cap),
+            (Some(d), None) => std::thread::park_timeout(d),
+            (None, None) => std::thread::park(),
+        }
+    }
+    // `guard` drops here: it sweeps the shard (shut down) and unclaims it.
+}
+
+#[cfg(target_os = "linux")]
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: `set` is a plain bitmask owned by this frame; the call only
+    // reads it and affects the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to_cpu(_cpu: usize) {}

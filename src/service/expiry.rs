@@ -1,0 +1,107 @@
+//! What a callback receives: which timer fired, when, and a way to act on
+//! the service from inside the callback.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::{Inner, Restart, Stop, Timer, TimerId, TimerSpec};
+use crate::sync::Arc;
+use crate::TimerError;
+
+/// The context of one expiry, handed to the timer's callback on the shard
+/// owner's thread.
+///
+/// Callbacks may start, stop and restart any timer through it (their own
+/// included) without capturing the [`TimerService`](crate::TimerService),
+/// which would keep the service alive through its own callbacks.
+pub struct Expiry<'a> {
+    pub(crate) inner: &'a Arc<Inner>,
+    pub(crate) id: TimerId,
+    pub(crate) shard: usize,
+    pub(crate) deadline: u64,
+    pub(crate) now: u64,
+    pub(crate) overruns: u64,
+}
+
+impl Expiry<'_> {
+    /// The timer that fired.
+    pub fn id(&self) -> TimerId {
+        self.id
+    }
+
+    /// The shard it fired on (the current thread owns it).
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// The tick the timer was due at.
+    pub fn deadline_tick(&self) -> u64 {
+        self.deadline
+    }
+
+    /// The tick the owner is processing up to (`>= deadline_tick`).
+    pub fn now_tick(&self) -> u64 {
+        self.now
+    }
+
+    /// How late the timer fired, in ticks (0 when the owner kept up).
+    pub fn lateness_ticks(&self) -> u64 {
+        self.now - self.deadline
+    }
+
+    /// How late the timer fired.
+    pub fn lateness(&self) -> Duration {
+        Duration::from_nanos(self.lateness_ticks().saturating_mul(self.inner.tick_nanos))
+    }
+
+    /// For a periodic timer: periods skipped (not fired) since the previous
+    /// expiry because the owner was late.
+    pub fn overruns(&self) -> u64 {
+        self.overruns
+    }
+
+    /// Re-arms this timer `delay` from now (even if its handle was given up
+    /// with [`Timer::forget`]). A periodic timer keeps its period.
+    ///
+    /// # Errors
+    /// [`TimerError::Shutdown`] after shutdown.
+    pub fn restart(&mut self, delay: Duration) -> Result<Restart, TimerError> {
+        self.inner.restart_own(self.id, delay)
+    }
+
+    /// Starts another timer (on this shard unless `spec` says otherwise).
+    ///
+    /// # Errors
+    /// As [`TimerService::schedule`](crate::TimerService::schedule).
+    pub fn schedule<F>(&mut self, spec: TimerSpec, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        self.inner.start(spec, Box::new(callback))
+    }
+
+    /// Stops any timer by id.
+    pub fn stop_id(&mut self, id: TimerId) -> Stop {
+        self.inner.stop(id)
+    }
+
+    /// Restarts any timer by id.
+    ///
+    /// # Errors
+    /// [`TimerError::StaleKey`] for a released timer, [`TimerError::Shutdown`].
+    pub fn restart_id(&mut self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
+        self.inner.restart(id, delay)
+    }
+}
+
+impl fmt::Debug for Expiry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Expiry")
+            .field("id", &self.id)
+            .field("shard", &self.shard)
+            .field("deadline_tick", &self.deadline)
+            .field("now_tick", &self.now)
+            .field("overruns", &self.overruns)
+            .finish()
+    }
+}

@@ -1,0 +1,618 @@
+//! The per-core timer service: lock-free START, STOP and RESTART from any
+//! thread onto hierarchical wheels that each belong to one owner thread.
+//!
+//! # Data flow and ownership
+//!
+//! ```text
+//!   any thread                                  shard owner (one thread at a time)
+//!   ----------                                  -----------------------------------
+//!   start:   alloc slot, write callback,        drain intake -> link into its Wheel
+//!            state = ARMED|HANDLE (release),    poll(now): pop due slots,
+//!            push Arm msg to the shard intake      CAS ARMED -> FIRED|RUNNING, run callback,
+//!   stop:    CAS ARMED -> CANCELLED,               clear RUNNING (or re-arm periodic)
+//!            push msg (prompt unlink)           settle: unlink stopped slots, free slots that
+//!   restart: CAS -> ARMED, seq+1,                  are unarmed, idle and have no handle
+//!            push Arm msg with the deadline
+//! ```
+//!
+//! * A timer's **slot** lives in the service's [`arena`] and is never freed
+//!   while the service lives, so any thread may read its state word at any
+//!   time; stale handles are told apart by the generation in that word.
+//! * The **state word** ([`state`]) decides every race with one CAS: see the
+//!   table there. The owner never waits for other threads, and other threads
+//!   never wait for the owner (except [`Timer::stop_sync`], whose whole point
+//!   is to wait for a running callback).
+//! * The **intake** ([`intake`]) is a lock-free stack of messages. A message
+//!   never carries ownership; it only tells the owner to reconcile its wheel
+//!   with a slot's state word, so messages that arrive late, twice, or out of
+//!   order are harmless. Deadlines travel in messages tagged with the arming
+//!   `seq`, so the owner applies only the newest restart.
+//! * The **wheel** and the owner-side fields of a slot are touched only by the
+//!   thread that has claimed the shard ([`ShardGuard`] or a driver thread).
+//!
+//! # Time
+//!
+//! The service counts ticks from its creation. A timer started at time `t`
+//! with delay `d` gets deadline tick `ceil((t + d) / tick)`, and a shard fires
+//! tick `k` only once its clock reads at least `k * tick`: never early. A
+//! deadline at or before the tick the owner last processed goes to the next
+//! tick, so a zero delay fires at the next tick processed, and a callback that
+//! re-arms itself with zero delay cannot keep a poll busy for ever.
+
+pub(crate) mod arena;
+mod builder;
+mod clock;
+mod driver;
+mod expiry;
+pub(crate) mod intake;
+mod shard;
+pub(crate) mod state;
+mod stats;
+mod timer;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use builder::{Builder, Driver, PanicReport};
+pub use clock::{Clock, ManualClock};
+pub use driver::ShardGuard;
+pub use expiry::Expiry;
+pub use stats::Stats;
+pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
+
+use arena::{Arena, Owned, Slot};
+use builder::Config;
+use clock::{duration_nanos, ServiceClock};
+use intake::Message;
+use shard::Shard;
+use state::{Word, ARMED, CANCELLED, FIRED, HANDLE, RUNNING};
+use timer::When;
+
+use crate::sync::{thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
+use crate::TimerError;
+
+/// Pending intake messages after which a sleeping owner is woken even though
+/// no new deadline is earlier than its sleep: bounds the memory held by
+/// stopped timers while the owner sleeps.
+const WAKE_AFTER_PENDING: usize = 4096;
+
+thread_local! {
+    /// `(service address, shard)` of the shard this thread owns, if any.
+    static OWNED_SHARD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+    /// `(service address, timer id)` of the callback running on this thread.
+    static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// Spreads starts from threads that own no shard.
+    static SPREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// A timer service: N shards, each a hierarchical wheel with one owner.
+///
+/// Cheap to clone (`Send + Sync`); dropping the last clone shuts the service
+/// down (see [`shutdown`](Self::shutdown)). Timer handles do not keep it
+/// running.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tickwheel::{Stop, TimerService};
+///
+/// let service = TimerService::builder().shards(2).tick(Duration::from_millis(1)).build()?;
+/// let fired = Arc::new(AtomicUsize::new(0));
+/// let counter = fired.clone();
+/// let timer = service.start(Duration::from_millis(5), move |_| {
+///     counter.fetch_add(1, Ordering::SeqCst);
+/// })?;
+/// let idle = service.start(Duration::from_secs(3600), |_| unreachable!())?;
+/// assert_eq!(idle.stop(), Stop::Cancelled);
+/// while fired.load(Ordering::SeqCst) == 0 {
+///     std::thread::sleep(Duration::from_millis(1));
+/// }
+/// assert_eq!(timer.stop(), Stop::Fired);
+/// # Ok::<(), tickwheel::TimerError>(())
+/// ```
+#[derive(Clone)]
+pub struct TimerService {
+    inner: Arc<Inner>,
+    _lifetime: Arc<ShutdownOnDrop>,
+}
+
+/// Shuts the service down when the last `TimerService` clone goes.
+struct ShutdownOnDrop(Arc<Inner>);
+
+impl Drop for ShutdownOnDrop {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+/// The shared state of a service.
+pub(crate) struct Inner {
+    pub(crate) arena: Arena,
+    pub(crate) shards: Box<[Shard]>,
+    pub(crate) clock: ServiceClock,
+    pub(crate) tick_nanos: u64,
+    pub(crate) config: Config,
+    shut_down: AtomicBool,
+    spread: AtomicUsize,
+    pub(crate) drivers: driver::DriverThreads,
+}
+
+impl TimerService {
+    /// A service with the default configuration: one shard per available
+    /// core, 1 ms ticks, one driver thread per shard.
+    ///
+    /// # Errors
+    /// See [`Builder::build`].
+    pub fn new() -> Result<Self, TimerError> {
+        Builder::new().build()
+    }
+
+    /// A builder to configure shards, tick, driver and clock.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    fn from_inner(inner: Arc<Inner>) -> Self {
+        TimerService {
+            _lifetime: Arc::new(ShutdownOnDrop(inner.clone())),
+            inner,
+        }
+    }
+
+    /// Starts a one-shot timer that calls `callback` once `delay` has passed.
+    ///
+    /// # Errors
+    /// [`TimerError::Shutdown`] after shutdown.
+    pub fn start<F>(&self, delay: Duration, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        self.inner
+            .start(TimerSpec::after(delay), Box::new(callback))
+    }
+
+    /// Starts a periodic timer: first after `period`, then every `period`.
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidPeriod`] for a zero period; [`TimerError::Shutdown`].
+    pub fn start_periodic<F>(&self, period: Duration, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        self.inner
+            .start(TimerSpec::after(period).every(period), Box::new(callback))
+    }
+
+    /// Starts a timer described by `spec` (delay, instant or range; periodic;
+    /// shard).
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidRange`], [`TimerError::InvalidPeriod`],
+    /// [`TimerError::ShardOutOfRange`], [`TimerError::Shutdown`].
+    pub fn schedule<F>(&self, spec: TimerSpec, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        self.inner.start(spec, Box::new(callback))
+    }
+
+    /// Stops a timer by id. See [`Timer::stop`].
+    pub fn stop_id(&self, id: TimerId) -> Stop {
+        self.inner.stop(id)
+    }
+
+    /// Takes ownership of shard `index` for the calling thread: it must then
+    /// call [`ShardGuard::poll`] in its loop. Only for services built with
+    /// [`Driver::Embedded`].
+    ///
+    /// # Errors
+    /// [`TimerError::ShardOutOfRange`]; [`TimerError::ShardClaimed`] when
+    /// another thread (or a driver thread) owns it; [`TimerError::Shutdown`].
+    pub fn claim_shard(&self, index: usize) -> Result<ShardGuard, TimerError> {
+        ShardGuard::claim(&self.inner, index)
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// The tick length.
+    pub fn tick(&self) -> Duration {
+        Duration::from_nanos(self.inner.tick_nanos)
+    }
+
+    /// Counters and lateness figures, summed over shards.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Stops the drivers, drops every pending callback without running it and
+    /// frees the service's timers. Afterwards starts fail with
+    /// [`TimerError::Shutdown`] and stops on old handles return
+    /// [`Stop::Inactive`]. Waits for driver threads to finish their current
+    /// callback. Idempotent; also done when the last clone is dropped.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    /// `true` once [`shutdown`](Self::shutdown) has begun.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.is_shut_down()
+    }
+}
+
+impl fmt::Debug for TimerService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerService")
+            .field("shards", &self.inner.shards.len())
+            .field("tick", &self.tick())
+            .field("shut_down", &self.is_shut_down())
+            .finish()
+    }
+}
+
+impl Inner {
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    fn address(&self) -> usize {
+        self as *const Inner as usize
+    }
+
+    /// Nanoseconds to whole ticks, rounding up (deadlines are never early).
+    fn ticks_ceil(&self, nanos: u64) -> u64 {
+        nanos.div_ceil(self.tick_nanos)
+    }
+
+    /// The tick the clock is in now (rounding down: tick `k` is processed
+    /// once `k * tick` has passed).
+    pub(crate) fn current_tick(&self) -> u64 {
+        self.clock.now_nanos() / self.tick_nanos
+    }
+
+    fn deadline_after(&self, delay: Duration) -> u64 {
+        self.ticks_ceil(self.clock.now_nanos().saturating_add(duration_nanos(delay)))
+    }
+
+    /// Which shard a new timer goes to: the caller's own shard if it owns one,
+    /// else a shard fixed per calling thread (spread round-robin), so one
+    /// thread's timers stay together.
+    fn choose_shard(&self) -> usize {
+        let (service, shard) = OWNED_SHARD.with(|owned| owned.get());
+        if service == self.address() {
+            return shard;
+        }
+        SPREAD.with(|spread| {
+            if spread.get() == usize::MAX {
+                spread.set(self.spread.fetch_add(1, Ordering::Relaxed));
+            }
+            spread.get() % self.shards.len()
+        })
+    }
+
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        spec: TimerSpec,
+        callback: arena::Callback,
+    ) -> Result<Timer, TimerError> {
+        let id = self.start_raw(spec, callback)?;
+        Ok(Timer {
+            inner: self.clone(),
+            id,
+        })
+    }
+
+    /// START: allocate a slot, publish it armed, and hand it to its shard.
+    pub(crate) fn start_raw(
+        &self,
+        spec: TimerSpec,
+        callback: arena::Callback,
+    ) -> Result<TimerId, TimerError> {
+        if self.is_shut_down() {
+            return Err(TimerError::Shutdown);
+        }
+        let shard = match spec.shard {
+            Some(shard) if shard >= self.shards.len() => return Err(TimerError::ShardOutOfRange),
+            Some(shard) => shard,
+            None => self.choose_shard(),
+        };
+        let period = match spec.period {
+            Some(period) if period.is_zero() => return Err(TimerError::InvalidPeriod),
+            Some(period) => self.ticks_ceil(duration_nanos(period)),
+            None => 0,
+        };
+        let deadline = match spec.when {
+            When::After(delay) => self.deadline_after(delay),
+            When::At(instant) => self.ticks_ceil(self.clock.nanos_at(instant)),
+            When::Within(earliest, latest) => {
+                if earliest > latest {
+                    return Err(TimerError::InvalidRange);
+                }
+                let now = self.clock.now_nanos();
+                let first = self.ticks_ceil(now.saturating_add(duration_nanos(earliest)));
+                // The window's last tick must not be after `now + latest`.
+                let last =
+                    (now.saturating_add(duration_nanos(latest)) / self.tick_nanos).max(first);
+                crate::wheel::roundest_tick_in(first, last)
+            }
+        };
+
+        let index = self.arena.alloc();
+        let slot = self.slot(index);
+        let free = slot.load(Ordering::Acquire);
+        debug_assert_eq!(free.arm(), state::FREE);
+        // SAFETY: the slot is FREE and was just popped from the free list (or
+        // is fresh): this thread owns it exclusively until the release store
+        // below publishes it.
+        slot.owned.with_mut(|owned| unsafe {
+            *owned = Owned {
+                callback: Some(callback),
+                period,
+                burst: spec.burst,
+                linked: None,
+                linked_seq: 0,
+                deadline,
+                overruns: 0,
+            }
+        });
+        slot.shard.store(shard as u32, Ordering::Relaxed);
+        let armed = free.with_arm(ARMED).with(HANDLE);
+        slot.state.store(armed.0, Ordering::Release);
+        self.send(
+            shard,
+            Message {
+                index,
+                gen: armed.gen(),
+                arm: Some((armed.seq(), deadline)),
+            },
+        );
+        Ok(TimerId::new(index, armed.gen()))
+    }
+
+    fn slot(&self, index: u32) -> &Slot {
+        self.arena.get(index).expect("allocated slot exists")
+    }
+
+    /// The slot of a live handle and its current word, or `None` when the id
+    /// is stale (wrong generation, freed, or no handle holds it).
+    fn live(&self, id: TimerId) -> Option<(&Slot, Word)> {
+        let slot = self.arena.get(id.index())?;
+        let word = slot.load(Ordering::Acquire);
+        (word.gen() == id.gen() && word.is(HANDLE)).then_some((slot, word))
+    }
+
+    /// Queues a message for a shard's owner and wakes it if it sleeps past
+    /// the message's deadline, or if too much has piled up.
+    fn send(&self, shard: usize, message: Message) {
+        let target = &self.shards[shard];
+        let pending = target.intake.push(message);
+        let due = message.arm.map_or(u64::MAX, |(_, deadline)| deadline);
+        if target.should_wake(due) || pending == WAKE_AFTER_PENDING {
+            self.wake(shard);
+        }
+    }
+
+    pub(crate) fn wake(&self, shard: usize) {
+        self.drivers.wake(shard, &self.config);
+    }
+
+    /// STOP: see [`Stop`] and the state table in [`state`].
+    pub(crate) fn stop(&self, id: TimerId) -> Stop {
+        if self.is_shut_down() {
+            return Stop::Inactive;
+        }
+        let Some((slot, mut word)) = self.live(id) else {
+            return Stop::Inactive;
+        };
+        loop {
+            let (new, outcome) = match word.arm() {
+                ARMED => (word.with_arm(CANCELLED), Stop::Cancelled),
+                // Bump seq so a periodic timer is not re-armed after this run.
+                FIRED if word.is(RUNNING) => (word.next_seq(), Stop::Running),
+                FIRED => return Stop::Fired,
+                _ => return Stop::Inactive,
+            };
+            let shard = slot.shard.load(Ordering::Relaxed) as usize;
+            match slot.cas(word, new) {
+                Ok(_) => {
+                    if outcome == Stop::Cancelled {
+                        // Let the owner unlink it now rather than at its deadline.
+                        self.send(
+                            shard,
+                            Message {
+                                index: id.index(),
+                                gen: id.gen(),
+                                arm: None,
+                            },
+                        );
+                    }
+                    return outcome;
+                }
+                Err(actual) if actual.gen() == id.gen() && actual.is(HANDLE) => word = actual,
+                Err(_) => return Stop::Inactive,
+            }
+        }
+    }
+
+    /// STOP_SYNC: stop, then wait for a running callback to return.
+    pub(crate) fn stop_sync(&self, id: TimerId) -> StopSync {
+        let outcome = self.stop(id);
+        let own = RUNNING_CALLBACK.with(|running| running.get()) == (self.address(), id.to_raw());
+        if own {
+            return StopSync::FromOwnCallback;
+        }
+        let mut spins = 0u32;
+        while let Some(slot) = self.arena.get(id.index()) {
+            let word = slot.load(Ordering::Acquire);
+            if word.gen() != id.gen() || !word.is(RUNNING) {
+                break;
+            }
+            backoff(&mut spins);
+        }
+        match outcome {
+            Stop::Cancelled => StopSync::Cancelled,
+            Stop::Fired | Stop::Running => StopSync::Fired,
+            Stop::Inactive => StopSync::Inactive,
+        }
+    }
+
+    /// RESTART: arm again with a new deadline, whatever the state.
+    pub(crate) fn restart(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
+        if self.is_shut_down() {
+            return Err(TimerError::Shutdown);
+        }
+        let (slot, mut word) = self.live(id).ok_or(TimerError::StaleKey)?;
+        let deadline = self.deadline_after(delay);
+        loop {
+            let outcome = if word.is_armed() {
+                Restart::Moved
+            } else {
+                Restart::Rearmed
+            };
+            let new = word.with_arm(ARMED).next_seq();
+            let shard = slot.shard.load(Ordering::Relaxed) as usize;
+            match slot.cas(word, new) {
+                Ok(_) => {
+                    self.send(
+                        shard,
+                        Message {
+                            index: id.index(),
+                            gen: id.gen(),
+                            arm: Some((new.seq(), deadline)),
+                        },
+                    );
+                    return Ok(outcome);
+                }
+                Err(actual) if actual.gen() == id.gen() && actual.is(HANDLE) => word = actual,
+                Err(_) => return Err(TimerError::StaleKey),
+            }
+        }
+    }
+
+    /// RESTART from the timer's own callback: allowed even when its handle
+    /// was given up, since the running callback keeps the slot alive.
+    pub(crate) fn restart_own(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
+        if self.is_shut_down() {
+            return Err(TimerError::Shutdown);
+        }
+        let slot = self.arena.get(id.index()).ok_or(TimerError::StaleKey)?;
+        let deadline = self.deadline_after(delay);
+        let mut word = slot.load(Ordering::Acquire);
+        loop {
+            if word.gen() != id.gen() || !word.is(RUNNING) {
+                return Err(TimerError::StaleKey);
+            }
+            let outcome = if word.is_armed() {
+                Restart::Moved
+            } else {
+                Restart::Rearmed
+            };
+            let new = word.with_arm(ARMED).next_seq();
+            let shard = slot.shard.load(Ordering::Relaxed) as usize;
+            match slot.cas(word, new) {
+                Ok(_) => {
+                    let arm = Some((new.seq(), deadline));
+                    self.send(
+                        shard,
+                        Message {
+                            index: id.index(),
+                            gen: id.gen(),
+                            arm,
+                        },
+                    );
+                    return Ok(outcome);
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    pub(crate) fn is_armed(&self, id: TimerId) -> bool {
+        !self.is_shut_down() && self.live(id).is_some_and(|(_, word)| word.is_armed())
+    }
+
+    /// RELEASE (handle dropped): disarm, drop the handle bit, and let the
+    /// owner free the slot once the callback is not running.
+    pub(crate) fn release(&self, id: TimerId) {
+        self.drop_handle(id, true);
+    }
+
+    /// DETACH: drop the handle bit but leave the timer armed.
+    pub(crate) fn detach(&self, id: TimerId) {
+        self.drop_handle(id, false);
+    }
+
+    fn drop_handle(&self, id: TimerId, disarm: bool) {
+        let Some((slot, mut word)) = self.live(id) else {
+            return;
+        };
+        loop {
+            let mut new = word.without(HANDLE);
+            if disarm {
+                if new.is_armed() {
+                    new = new.with_arm(CANCELLED);
+                }
+                new = new.next_seq();
+            }
+            let shard = slot.shard.load(Ordering::Relaxed) as usize;
+            match slot.cas(word, new) {
+                Ok(_) => {
+                    self.send(
+                        shard,
+                        Message {
+                            index: id.index(),
+                            gen: id.gen(),
+                            arm: None,
+                        },
+                    );
+                    return;
+                }
+                Err(actual) if actual.gen() == id.gen() && actual.is(HANDLE) => word = actual,
+                Err(_) => return,
+            }
+        }
+    }
+
+    pub(crate) fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.drivers.stop_all(&self.config, self.shards.len());
+        for (index, shard) in self.shards.iter().enumerate() {
+            // A shard still claimed by an embedded owner is swept by that
+            // owner at its next poll or when it lets go of the shard.
+            if shard.try_claim() {
+                shard.sweep(self, index);
+                shard.unclaim();
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        Stats::collect(self)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Callbacks still stored in slots (armed when the service shut down,
+        // or started while it was shutting down) are dropped with the arena;
+        // none of them runs.
+        self.drivers.join_remaining();
+    }
+}
+
+/// Spin, then yield, then sleep briefly: waiting for another thread's callback.
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        crate::sync::spin_hint();
+    } else if *spins < 128 || cfg!(loom) {
+        crate::sync::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}

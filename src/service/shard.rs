@@ -1,0 +1,464 @@
+//! One shard: a hierarchical wheel, its intake, and the owner-side half of
+//! the protocol (fire, re-arm, settle, free).
+//!
+//! Everything in `ShardCore` and every slot's `owned` fields belong to the
+//! thread that has claimed the shard (`claimed` is the token, taken with an
+//! acquire CAS and given back with a release store). All of it runs on that
+//! thread; nothing here ever waits for another thread.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::arena::{Owned, Slot};
+use super::intake::{Intake, Message};
+use super::state::{Word, ARMED, CANCELLED, FIRED, RUNNING};
+use super::stats::ShardCounters;
+use super::{Expiry, Inner, PanicReport, TimerId, RUNNING_CALLBACK};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
+use crate::Wheel;
+
+// SAFETY: `core` is only touched by the thread that holds the shard's claim
+// (an acquire CAS on `claimed`, released with a release store), see the
+// module docs; every other field is atomic or itself `Sync`.
+unsafe impl Sync for Shard {}
+
+/// `sleep_until` value while the owner is awake and will look at its intake
+/// before it sleeps again: producers need not wake it.
+const AWAKE: u64 = 0;
+
+pub(crate) struct Shard {
+    pub(crate) intake: Intake,
+    /// The tick the owner sleeps until (`u64::MAX`: until woken), or `AWAKE`.
+    sleep_until: AtomicU64,
+    claimed: AtomicBool,
+    /// Set while a poll runs, to refuse a poll from inside a callback.
+    polling: AtomicBool,
+    core: UnsafeCell<ShardCore>,
+    pub(crate) counters: ShardCounters,
+}
+
+struct ShardCore {
+    /// Payload: slot index.
+    wheel: Wheel<u32>,
+}
+
+/// What [`Shard::poll`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Polled {
+    pub(crate) fired: usize,
+}
+
+/// Runs `f` on a slot's owner-side fields.
+///
+/// # Safety
+/// The caller must own the slot's shard (see the module docs) and must not
+/// hold another reference to the same fields.
+unsafe fn owned<R>(slot: &Slot, f: impl FnOnce(&mut Owned) -> R) -> R {
+    // SAFETY: exclusive access is the caller's contract.
+    slot.owned.with_mut(|owned| f(unsafe { &mut *owned }))
+}
+
+impl Shard {
+    pub(crate) fn new() -> Self {
+        Shard {
+            intake: Intake::new(),
+            sleep_until: AtomicU64::new(u64::MAX),
+            claimed: AtomicBool::new(false),
+            polling: AtomicBool::new(false),
+            core: UnsafeCell::new(ShardCore {
+                wheel: Wheel::new(),
+            }),
+            counters: ShardCounters::default(),
+        }
+    }
+
+    pub(crate) fn try_claim(&self) -> bool {
+        self.claimed
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    pub(crate) fn unclaim(&self) {
+        self.claimed.store(false, Ordering::Release);
+    }
+
+    /// Producer side: does a message due at `deadline` need the owner woken?
+    pub(crate) fn should_wake(&self, deadline: u64) -> bool {
+        // SeqCst: see `publish_sleep`.
+        deadline < self.sleep_until.load(Ordering::SeqCst)
+    }
+
+    /// Owner side, before sleeping until `until` (`None`: until woken).
+    /// Returns `false` if messages arrived meanwhile (poll again instead).
+    ///
+    /// The store and the intake check are SeqCst, as are the producer's push
+    /// and `should_wake` load: in every interleaving either the owner sees the
+    /// message here or the producer sees the new deadline and wakes it.
+    pub(crate) fn publish_sleep(&self, until: Option<u64>) -> bool {
+        self.sleep_until
+            .store(until.unwrap_or(u64::MAX).max(1), Ordering::SeqCst);
+        if !self.intake.is_empty() {
+            self.sleep_until.store(AWAKE, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn mark_awake(&self) {
+        self.sleep_until.store(AWAKE, Ordering::SeqCst);
+    }
+
+    /// Runs `f` on the owner-side core.
+    ///
+    /// # Safety
+    /// The caller must have claimed the shard, and no other reference to the
+    /// core may be live (callbacks never get one).
+    unsafe fn core<R>(&self, f: impl FnOnce(&mut ShardCore) -> R) -> R {
+        // SAFETY: exclusive access is the caller's contract.
+        self.core.with_mut(|core| f(unsafe { &mut *core }))
+    }
+
+    /// The earliest deadline tick in this shard's wheel (after taking in
+    /// pending messages).
+    ///
+    /// # Safety
+    /// The caller must have claimed the shard.
+    pub(crate) unsafe fn next_deadline(&self, inner: &Arc<Inner>) -> Option<u64> {
+        // SAFETY: forwarded.
+        unsafe {
+            self.take_intake(inner);
+            self.core(|core| core.wheel.next_deadline())
+        }
+    }
+
+    /// Refuses a poll that is already running on this shard (a callback
+    /// trying to advance its own wheel).
+    pub(crate) fn enter_poll(&self) -> bool {
+        !self.polling.swap(true, Ordering::Acquire)
+    }
+
+    pub(crate) fn leave_poll(&self) {
+        self.polling.store(false, Ordering::Release);
+    }
+
+    /// Fires everything due up to tick `now`, taking in messages as they come.
+    ///
+    /// # Safety
+    /// The caller must have claimed the shard and called `enter_poll`.
+    pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, now: u64) -> Polled {
+        let mut polled = Polled::default();
+        loop {
+            // SAFETY (all blocks below): the caller owns the shard.
+            unsafe { self.take_intake(inner) };
+            let due = unsafe { self.core(|core| core.wheel.poll(now)) };
+            match due {
+                Some(expired) => {
+                    if unsafe { self.expire(inner, shard, expired.value, expired.deadline, now) } {
+                        polled.fired += 1;
+                    }
+                }
+                None if self.intake.is_empty() => {
+                    // SAFETY: the caller owns the shard.
+                    let armed = unsafe { self.core(|core| core.wheel.len()) };
+                    self.counters.armed.store(armed as u64, Ordering::Relaxed);
+                    return polled;
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// # Safety
+    /// The caller owns the shard.
+    unsafe fn take_intake(&self, inner: &Inner) {
+        if self.intake.is_empty() {
+            return;
+        }
+        // SAFETY: forwarded.
+        self.intake
+            .drain(|message| unsafe { self.reconcile(inner, message) });
+    }
+
+    /// Applies one message: link the named arming, or settle a stopped slot.
+    ///
+    /// # Safety
+    /// The caller owns the shard.
+    unsafe fn reconcile(&self, inner: &Inner, message: Message) {
+        let Some(slot) = inner.arena.get(message.index) else {
+            return;
+        };
+        let word = slot.load(Ordering::Acquire);
+        if word.gen() != message.gen || word.arm() == super::state::FREE {
+            return; // Stale: the slot was freed (and maybe reused) since.
+        }
+        if let Some((seq, deadline)) = message.arm {
+            if word.is_armed() && word.seq() == seq {
+                // SAFETY: forwarded.
+                unsafe { self.link(slot, message.index, deadline, seq) };
+                return;
+            }
+        }
+        // SAFETY: forwarded.
+        unsafe { self.settle(inner, slot, message.index, word) };
+    }
+
+    /// Puts arming `seq` of a slot into the wheel at `deadline`, replacing
+    /// any older entry. A deadline at or before the last processed tick goes
+    /// to the next tick.
+    ///
+    /// # Safety
+    /// The caller owns the shard.
+    unsafe fn link(&self, slot: &Slot, index: u32, deadline: u64, seq: u32) {
+        // SAFETY: the caller owns the shard, hence the wheel and the slot's
+        // owner-side fields; the two closures do not nest.
+        unsafe {
+            let old = owned(slot, |owned| owned.linked.take());
+            self.core(|core| {
+                if let Some(key) = old {
+                    core.wheel.cancel(key);
+                }
+                let now = core.wheel.now();
+                let deadline = if deadline <= now {
+                    now.saturating_add(1)
+                } else {
+                    deadline
+                };
+                let key = core.wheel.insert_at(deadline, index);
+                owned(slot, |owned| {
+                    owned.linked = Some(key);
+                    owned.linked_seq = seq;
+                    owned.deadline = deadline;
+                });
+            });
+        }
+    }
+
+    /// Brings the wheel in line with a word that is not a pending arming:
+    /// unlinks a stale entry, and frees the slot if nothing needs it.
+    ///
+    /// # Safety
+    /// The caller owns the shard.
+    unsafe fn settle(&self, inner: &Inner, slot: &Slot, index: u32, mut word: Word) {
+        // SAFETY: the caller owns the shard.
+        let stale = unsafe {
+            owned(slot, |owned| {
+                owned
+                    .linked
+                    .filter(|_| !word.is_armed() || owned.linked_seq != word.seq())
+            })
+        };
+        if let Some(key) = stale {
+            // SAFETY: as above.
+            unsafe {
+                owned(slot, |owned| owned.linked = None);
+                self.core(|core| core.wheel.cancel(key));
+            }
+        }
+        loop {
+            if !word.is_reclaimable() {
+                return;
+            }
+            // Nobody else can change a reclaimable word (no handle, not
+            // armed, not running), so this CAS only fails spuriously never;
+            // loop anyway for robustness.
+            let next_gen = word.gen().wrapping_add(1);
+            let freed = super::state::Word::free(next_gen);
+            match slot.cas(word, freed) {
+                Ok(_) => break,
+                Err(actual) => word = actual,
+            }
+        }
+        // SAFETY: the caller owns the shard, and the slot is FREE now but
+        // not yet on the free list, so no allocator can reach it.
+        let callback = unsafe {
+            owned(slot, |owned| {
+                owned.linked = None;
+                owned.callback.take()
+            })
+        };
+        self.counters.freed.fetch_add(1, Ordering::Relaxed);
+        if word.gen().wrapping_add(1) != 0 {
+            inner.arena.free(index);
+        }
+        // Generation 0 is never valid: a slot whose generation wrapped is
+        // retired rather than reused, so no stale id can ever match it.
+        // User code (the callback's captures) is dropped last, once the slot
+        // is consistent: it may start, stop or drop other timers.
+        drop(callback);
+    }
+
+    /// Fires the slot's current arming if it is still the one in the wheel.
+    /// Returns `true` if a callback ran.
+    ///
+    /// # Safety
+    /// The caller owns the shard.
+    unsafe fn expire(
+        &self,
+        inner: &Arc<Inner>,
+        shard: usize,
+        index: u32,
+        deadline: u64,
+        now: u64,
+    ) -> bool {
+        let slot = inner.arena.get(index).expect("linked slot exists");
+        // SAFETY (all `owned` calls here): the caller owns the shard.
+        let linked_seq = unsafe {
+            owned(slot, |owned| {
+                owned.linked = None;
+                owned.linked_seq
+            })
+        };
+        let mut word = slot.load(Ordering::Acquire);
+        let running = loop {
+            if !word.is_armed() || word.seq() != linked_seq {
+                // Stopped, released or restarted since it was linked: a
+                // message is on its way or has been handled; tidy up.
+                unsafe { self.settle(inner, slot, index, word) };
+                return false;
+            }
+            let running = word.with_arm(FIRED).with(RUNNING);
+            // The linearisation point of "this arming fires".
+            match slot.cas(word, running) {
+                Ok(_) => break running,
+                Err(actual) => word = actual,
+            }
+        };
+
+        let id = TimerId::new(index, word.gen());
+        let (mut callback, overruns) = unsafe {
+            owned(slot, |owned| {
+                (owned.callback.take(), std::mem::take(&mut owned.overruns))
+            })
+        };
+        let lateness = now.saturating_sub(deadline);
+        self.counters.record_fire(lateness);
+        if let Some(callback) = callback.as_mut() {
+            let mut expiry = Expiry {
+                inner,
+                id,
+                shard,
+                deadline,
+                now,
+                overruns,
+            };
+            let previous =
+                RUNNING_CALLBACK.with(|running| running.replace((inner.address(), id.to_raw())));
+            let result = catch_unwind(AssertUnwindSafe(|| callback(&mut expiry)));
+            RUNNING_CALLBACK.with(|running| running.set(previous));
+            if let Err(payload) = result {
+                self.counters.panics.fetch_add(1, Ordering::Relaxed);
+                let report = PanicReport::new(id, shard, payload);
+                if let Some(hook) = &inner.config.panic_hook {
+                    // A panicking hook must not take the shard down either.
+                    let _ = catch_unwind(AssertUnwindSafe(|| hook(&report)));
+                } else {
+                    eprintln!("tickwheel: {report}");
+                }
+            }
+        }
+        unsafe { owned(slot, |owned| owned.callback = callback) };
+
+        // Periodic: re-arm unless anyone stopped, restarted or released it
+        // while the callback ran (each of those changes the word).
+        let (period, burst, last) =
+            unsafe { owned(slot, |owned| (owned.period, owned.burst, owned.deadline)) };
+        if period > 0 {
+            let (next, missed) = next_periodic_deadline(last, period, now, burst);
+            let rearmed = running.with_arm(ARMED).without(RUNNING).next_seq();
+            if slot.cas(running, rearmed).is_ok() {
+                self.counters.overruns.fetch_add(missed, Ordering::Relaxed);
+                unsafe {
+                    owned(slot, |owned| owned.overruns = missed);
+                    self.link(slot, index, next, rearmed.seq());
+                }
+                return true;
+            }
+        }
+        let after = Word(slot.state.fetch_and(!RUNNING, Ordering::AcqRel)).without(RUNNING);
+        unsafe { self.settle(inner, slot, index, after) };
+        true
+    }
+
+    /// Shutdown: drop every callback of this shard without running it and
+    /// free whatever no handle holds.
+    ///
+    /// The caller must have claimed the shard (it is not polling).
+    pub(crate) fn sweep(&self, inner: &Inner, shard: usize) {
+        // Messages are moot now: the sweep looks at every slot itself.
+        self.intake.drain(|_| {});
+        // SAFETY: the caller has claimed the shard.
+        unsafe { self.core(|core| core.wheel = Wheel::new()) };
+        inner.arena.for_each(|index, slot| {
+            let mut word = slot.load(Ordering::Acquire);
+            if word.arm() == super::state::FREE
+                || slot.shard.load(Ordering::Relaxed) as usize != shard
+            {
+                return;
+            }
+            // Disarm (and stop any periodic continuation).
+            loop {
+                let new = if word.is_armed() {
+                    word.with_arm(CANCELLED).next_seq()
+                } else {
+                    word
+                };
+                match slot.cas(word, new) {
+                    Ok(_) => {
+                        word = new;
+                        break;
+                    }
+                    Err(actual) => word = actual,
+                }
+            }
+            // SAFETY: we own the shard, and this slot belongs to it (its
+            // shard field was written before the word we acquired).
+            let callback = unsafe {
+                owned(slot, |owned| {
+                    owned.linked = None;
+                    owned.callback.take()
+                })
+            };
+            drop(callback);
+            // SAFETY: as above.
+            unsafe { self.settle(inner, slot, index, word) };
+        });
+    }
+}
+
+/// The next deadline of a periodic timer whose last deadline was `last`,
+/// processed at tick `now`, and how many periods were missed (overruns).
+///
+/// Drift-free: deadlines stay on the grid `last + k * period`. Without
+/// `burst`, missed periods are skipped (counted, not fired): the next
+/// deadline is the latest grid point that is due, so the timer fires once
+/// now and then resumes its rhythm.
+pub(crate) fn next_periodic_deadline(last: u64, period: u64, now: u64, burst: bool) -> (u64, u64) {
+    let next = last.saturating_add(period);
+    if burst || next > now {
+        return (next, 0);
+    }
+    let missed_periods = (now - last) / period; // >= 1
+    (
+        last.saturating_add(missed_periods * period),
+        missed_periods - 1,
+    )
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::next_periodic_deadline;
+
+    #[test]
+    fn periodic_deadlines_stay_on_the_grid() {
+        // On time: next grid point, no overrun.
+        assert_eq!(next_periodic_deadline(100, 10, 100, false), (110, 0));
+        // Late by 35 ticks: fire once for 130 (due), count 110 and 120 as overruns.
+        assert_eq!(next_periodic_deadline(100, 10, 135, false), (130, 2));
+        // Burst: every missed period fires, one after another.
+        assert_eq!(next_periodic_deadline(100, 10, 135, true), (110, 0));
+        // Saturation at the end of time.
+        assert_eq!(
+            next_periodic_deadline(u64::MAX - 5, 10, u64::MAX - 5, false),
+            (u64::MAX, 0)
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! The per-timer state word: the one atomic that decides every race.
+//!
+//! # Layout (one `u64`)
+//!
+//! | bits   | field     | meaning                                                      |
+//! |--------|-----------|--------------------------------------------------------------|
+//! | 0..2   | `arm`     | `FREE`, `ARMED`, `FIRED` (last arming expired), `CANCELLED`   |
+//! | 2      | `RUNNING` | the callback is executing on the shard owner right now        |
+//! | 3      | `HANDLE`  | a user handle ([`Timer`](crate::Timer) or a C handle) holds it |
+//! | 8..32  | `seq`     | arming sequence: bumped by every restart and by stop-while-running |
+//! | 32..64 | `gen`     | slot incarnation: bumped when the slot is freed; handles carry it |
+//!
+//! # Who may change what
+//!
+//! * Any thread holding a handle (its `gen` matches and `HANDLE` is set) may CAS:
+//!   - STOP: `ARMED -> CANCELLED` (returns `Cancelled`; the linearisation point
+//!     of "this arming will never run"), or, while `RUNNING`, bump `seq`
+//!     (returns `Running` and cancels a periodic continuation);
+//!   - RESTART: any `arm` (not `FREE`) `-> ARMED` with `seq + 1`, then sends the
+//!     new deadline to the owner tagged with that `seq`;
+//!   - RELEASE (handle dropped): clear `HANDLE`, turning `ARMED` into
+//!     `CANCELLED` and bumping `seq`.
+//! * Only the shard owner moves `ARMED -> FIRED | RUNNING` (the linearisation
+//!   point of "this arming fires"), clears `RUNNING`, re-arms a periodic timer
+//!   (`FIRED|RUNNING, seq -> ARMED, seq + 1`, a CAS that fails if anyone
+//!   stopped, restarted or released it meanwhile), and frees the slot
+//!   (`-> FREE` with `gen + 1`) once it is not armed, not running and no handle
+//!   holds it.
+//!
+//! Because STOP and FIRE both CAS from the same `ARMED` word, exactly one of
+//! them wins: a `Cancelled` stop is never followed by that arming's callback,
+//! and two stops cannot both return `Cancelled`. Because RESTART bumps `seq`,
+//! an owner that tries to fire the old arming fails its CAS and waits for the
+//! message carrying the new deadline: one arming fires at most once.
+//!
+//! `seq` is 24 bits: it only has to tell apart armings whose messages are in
+//! flight at the same time, and compares modulo 2^24.
+
+pub(crate) const ARM_MASK: u64 = 0b11;
+pub(crate) const FREE: u64 = 0;
+pub(crate) const ARMED: u64 = 1;
+pub(crate) const FIRED: u64 = 2;
+pub(crate) const CANCELLED: u64 = 3;
+pub(crate) const RUNNING: u64 = 1 << 2;
+pub(crate) const HANDLE: u64 = 1 << 3;
+const SEQ_SHIFT: u32 = 8;
+const SEQ_MASK: u64 = ((1 << 24) - 1) << SEQ_SHIFT;
+const GEN_SHIFT: u32 = 32;
+
+/// A decoded view of a state word. `Copy`, compared as the raw word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(pub(crate) u64);
+
+impl Word {
+    /// A free slot of incarnation `gen`.
+    pub(crate) const fn free(gen: u32) -> Word {
+        Word((gen as u64) << GEN_SHIFT)
+    }
+
+    pub(crate) const fn gen(self) -> u32 {
+        (self.0 >> GEN_SHIFT) as u32
+    }
+
+    pub(crate) const fn seq(self) -> u32 {
+        ((self.0 & SEQ_MASK) >> SEQ_SHIFT) as u32
+    }
+
+    pub(crate) const fn arm(self) -> u64 {
+        self.0 & ARM_MASK
+    }
+
+    pub(crate) const fn is(self, flag: u64) -> bool {
+        self.0 & flag != 0
+    }
+
+    pub(crate) const fn is_armed(self) -> bool {
+        self.arm() == ARMED
+    }
+
+    /// Same word with `arm` replaced.
+    pub(crate) const fn with_arm(self, arm: u64) -> Word {
+        Word((self.0 & !ARM_MASK) | arm)
+    }
+
+    pub(crate) const fn with(self, flag: u64) -> Word {
+        Word(self.0 | flag)
+    }
+
+    pub(crate) const fn without(self, flag: u64) -> Word {
+        Word(self.0 & !flag)
+    }
+
+    /// Same word with `seq + 1` (wrapping within 24 bits).
+    pub(crate) const fn next_seq(self) -> Word {
+        let seq = (self.seq().wrapping_add(1) as u64) << SEQ_SHIFT & SEQ_MASK;
+        Word((self.0 & !SEQ_MASK) | seq)
+    }
+
+    /// `true` when the owner may free the slot: not armed, not running, and
+    /// no handle holds it.
+    pub(crate) const fn is_reclaimable(self) -> bool {
+        let arm = self.arm();
+        (arm == FIRED || arm == CANCELLED) && !self.is(RUNNING) && !self.is(HANDLE)
+    }
+}
+
+impl std::fmt::Debug for Word {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let arm = ["FREE", "ARMED", "FIRED", "CANCELLED"][self.arm() as usize];
+        write!(
+            f,
+            "{arm}{}{} seq={} gen={}",
+            if self.is(RUNNING) { "|RUNNING" } else { "" },
+            if self.is(HANDLE) { "|HANDLE" } else { "" },
+            self.seq(),
+            self.gen()
+        )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_independent() {
+        let w = Word::free(7)
+            .with_arm(ARMED)
+            .with(HANDLE)
+            .next_seq()
+            .next_seq();
+        assert_eq!((w.gen(), w.seq(), w.arm()), (7, 2, ARMED));
+        assert!(w.is(HANDLE) && !w.is(RUNNING));
+        let w = w.with_arm(FIRED).with(RUNNING);
+        assert_eq!((w.gen(), w.seq(), w.arm()), (7, 2, FIRED));
+        assert!(!w.is_reclaimable());
+        assert!(w.without(RUNNING).without(HANDLE).is_reclaimable());
+    }
+
+    #[test]
+    fn seq_wraps_without_touching_gen() {
+        let mut w = Word::free(u32::MAX).with_arm(ARMED);
+        for _ in 0..(1 << 24) - 1 {
+            w = w.next_seq();
+        }
+        assert_eq!(w.seq(), (1 << 24) - 1);
+        let w = w.next_seq();
+        assert_eq!((w.seq(), w.gen(), w.arm()), (0, u32::MAX, ARMED));
+    }
+}

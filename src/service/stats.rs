@@ -1,0 +1,154 @@
+//! Counters each shard owner keeps (single writer, relaxed atomics) and the
+//! summary a [`TimerService`](crate::TimerService) reports.
+
+use std::time::Duration;
+
+use super::Inner;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Lateness histogram buckets: bucket `b` counts lateness in `[2^(b-1), 2^b)` ticks
+/// (bucket 0: on time).
+const BUCKETS: usize = 65;
+
+pub(crate) struct ShardCounters {
+    pub(crate) fired: AtomicU64,
+    pub(crate) panics: AtomicU64,
+    pub(crate) overruns: AtomicU64,
+    pub(crate) freed: AtomicU64,
+    pub(crate) armed: AtomicU64,
+    max_lateness: AtomicU64,
+    lateness: [AtomicU64; BUCKETS],
+}
+
+impl Default for ShardCounters {
+    fn default() -> Self {
+        ShardCounters {
+            fired: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            overruns: AtomicU64::new(0),
+            freed: AtomicU64::new(0),
+            armed: AtomicU64::new(0),
+            max_lateness: AtomicU64::new(0),
+            lateness: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl ShardCounters {
+    pub(crate) fn record_fire(&self, lateness_ticks: u64) {
+        self.fired.fetch_add(1, Ordering::Relaxed);
+        let bucket = (u64::BITS - lateness_ticks.leading_zeros()) as usize;
+        self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
+        self.max_lateness
+            .fetch_max(lateness_ticks, Ordering::Relaxed);
+    }
+}
+
+/// A snapshot of a service's counters, summed over its shards.
+///
+/// Figures are read without stopping the owners, so a snapshot taken while
+/// timers fire is approximate; at a quiescent point it is exact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Callbacks run.
+    pub fired: u64,
+    /// Callbacks that panicked (caught; the shard kept running).
+    pub panics: u64,
+    /// Periods skipped by periodic timers because an owner was late.
+    pub overruns: u64,
+    /// Timer slots freed and returned for reuse.
+    pub freed: u64,
+    /// Timers in the shards' wheels as of each owner's last poll.
+    pub armed: u64,
+    /// Timer slots ever allocated (the memory high-water mark, in slots).
+    pub slots: u64,
+    /// Bytes one slot takes (the service's own bookkeeping per timer, beside
+    /// the wheel entry and the boxed callback).
+    pub slot_bytes: u64,
+    /// Median lateness, rounded up to a power of two ticks.
+    pub lateness_p50: Duration,
+    /// 99th percentile lateness, rounded up to a power of two ticks.
+    pub lateness_p99: Duration,
+    /// Largest lateness seen.
+    pub lateness_max: Duration,
+}
+
+impl Stats {
+    pub(crate) fn collect(inner: &Inner) -> Stats {
+        let mut histogram = [0u64; BUCKETS];
+        let mut stats = Stats {
+            fired: 0,
+            panics: 0,
+            overruns: 0,
+            freed: 0,
+            armed: 0,
+            slots: inner.arena.slots() as u64,
+            slot_bytes: std::mem::size_of::<super::arena::Slot>() as u64,
+            lateness_p50: Duration::ZERO,
+            lateness_p99: Duration::ZERO,
+            lateness_max: Duration::ZERO,
+        };
+        let mut max = 0;
+        for shard in inner.shards.iter() {
+            let c = &shard.counters;
+            stats.fired += c.fired.load(Ordering::Relaxed);
+            stats.panics += c.panics.load(Ordering::Relaxed);
+            stats.overruns += c.overruns.load(Ordering::Relaxed);
+            stats.freed += c.freed.load(Ordering::Relaxed);
+            stats.armed += c.armed.load(Ordering::Relaxed);
+            max = max.max(c.max_lateness.load(Ordering::Relaxed));
+            for (total, bucket) in histogram.iter_mut().zip(c.lateness.iter()) {
+                *total += bucket.load(Ordering::Relaxed);
+            }
+        }
+        let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(inner.tick_nanos));
+        stats.lateness_max = ticks(max);
+        stats.lateness_p50 = ticks(percentile(&histogram, 50).min(max));
+        stats.lateness_p99 = ticks(percentile(&histogram, 99).min(max));
+        stats
+    }
+}
+
+/// Upper bound (in ticks) of the histogram bucket holding the `p`th percentile.
+fn percentile(histogram: &[u64; BUCKETS], p: u64) -> u64 {
+    let total: u64 = histogram.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let rank = (total * p).div_ceil(100);
+    let mut seen = 0;
+    for (bucket, count) in histogram.iter().enumerate() {
+        seen += count;
+        if seen >= rank {
+            return if bucket == 0 {
+                0
+            } else {
+                (1u64 << (bucket - 1)).saturating_mul(2) - 1
+            };
+        }
+    }
+    u64::MAX
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_come_from_the_histogram() {
+        let counters = ShardCounters::default();
+        for _ in 0..98 {
+            counters.record_fire(0);
+        }
+        counters.record_fire(5); // bucket 3: [4, 8)
+        counters.record_fire(1000); // bucket 10: [512, 1024)
+        let mut histogram = [0u64; BUCKETS];
+        for (total, bucket) in histogram.iter_mut().zip(counters.lateness.iter()) {
+            *total = bucket.load(Ordering::Relaxed);
+        }
+        assert_eq!(percentile(&histogram, 50), 0);
+        assert_eq!(percentile(&histogram, 99), 7);
+        assert_eq!(percentile(&histogram, 100), 1023);
+        assert_eq!(counters.max_lateness.load(Ordering::Relaxed), 1000);
+    }
+}

@@ -1,0 +1,232 @@
+//! What users hold: timer ids, the RAII [`Timer`] handle, what to start
+//! ([`TimerSpec`]) and what stop and restart report.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use super::Inner;
+use crate::sync::Arc;
+use crate::TimerError;
+
+/// A plain 64-bit name for one timer slot and incarnation: `gen << 32 | index`.
+///
+/// Ids are what the C ABI hands out. Once the timer's handle is released the
+/// id is stale for ever: operations on it return [`Stop::Inactive`] or
+/// [`TimerError::StaleKey`]; they never reach another timer. The zero id is
+/// never valid.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerId(pub(crate) u64);
+
+impl TimerId {
+    pub(crate) fn new(index: u32, gen: u32) -> Self {
+        TimerId(((gen as u64) << 32) | index as u64)
+    }
+
+    pub(crate) fn index(self) -> u32 {
+        self.0 as u32
+    }
+
+    pub(crate) fn gen(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The raw value (for C, logs and maps).
+    pub const fn to_raw(self) -> u64 {
+        self.0
+    }
+
+    /// An id from [`to_raw`](Self::to_raw). Any value is accepted; one that
+    /// names no live timer is stale.
+    pub const fn from_raw(raw: u64) -> Self {
+        TimerId(raw)
+    }
+}
+
+impl fmt::Debug for TimerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TimerId({}v{})", self.index(), self.gen())
+    }
+}
+
+/// What [`Timer::stop`] decided, by one atomic transition of the timer's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stop {
+    /// This call disarmed the timer: its callback will not run for this arming.
+    Cancelled,
+    /// The timer already expired and its callback has finished.
+    Fired,
+    /// The timer expired and its callback is running now (on the shard owner).
+    /// A periodic timer will not be re-armed after this run.
+    Running,
+    /// The timer was not armed: never started, already stopped, released, or
+    /// the service was shut down.
+    Inactive,
+}
+
+/// What [`Timer::stop_sync`] decided. When it returns, the timer is not armed
+/// and its callback is not running on any other thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopSync {
+    /// This call disarmed the timer before it fired.
+    Cancelled,
+    /// The timer had fired; its callback (if it was running) has returned.
+    Fired,
+    /// The timer was not armed.
+    Inactive,
+    /// Called from inside this timer's own callback: the timer is disarmed
+    /// (a periodic timer will not be re-armed) but the callback is, by
+    /// definition, still running, so the call returned at once instead of
+    /// deadlocking.
+    FromOwnCallback,
+}
+
+/// What [`Timer::restart`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Restart {
+    /// The timer was armed and now has the new deadline instead (it did not
+    /// fire for the old one).
+    Moved,
+    /// The timer had fired or been stopped; it is armed again.
+    Rearmed,
+}
+
+/// When a timer fires and how it repeats.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::TimerSpec;
+///
+/// let idle = TimerSpec::after(Duration::from_secs(30));
+/// let tick = TimerSpec::after(Duration::from_millis(10)).every(Duration::from_millis(10));
+/// let lazy = TimerSpec::within(Duration::from_secs(1), Duration::from_secs(2));
+/// assert!(idle != tick && tick != lazy);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerSpec {
+    pub(crate) when: When,
+    pub(crate) period: Option<Duration>,
+    pub(crate) burst: bool,
+    pub(crate) shard: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum When {
+    After(Duration),
+    At(Instant),
+    Within(Duration, Duration),
+}
+
+impl TimerSpec {
+    fn new(when: When) -> Self {
+        TimerSpec {
+            when,
+            period: None,
+            burst: false,
+            shard: None,
+        }
+    }
+
+    /// Fires once `delay` has passed (rounded up to whole ticks; never early).
+    pub fn after(delay: Duration) -> Self {
+        Self::new(When::After(delay))
+    }
+
+    /// Fires at `instant` (or at the next tick if it has passed).
+    pub fn at(instant: Instant) -> Self {
+        Self::new(When::At(instant))
+    }
+
+    /// Fires at some tick between `earliest` and `latest` from now, chosen by
+    /// the wheel to save work (fewest cascades, shared wakeups).
+    pub fn within(earliest: Duration, latest: Duration) -> Self {
+        Self::new(When::Within(earliest, latest))
+    }
+
+    /// Repeats every `period` after the first expiry, drift-free (each
+    /// deadline is the previous deadline plus `period`). Periods are rounded
+    /// up to whole ticks and must be at least one tick.
+    pub fn every(mut self, period: Duration) -> Self {
+        self.period = Some(period);
+        self
+    }
+
+    /// For a periodic timer: when the owner was late, fire every missed
+    /// period in a burst instead of once, counting the rest as overruns.
+    pub fn burst(mut self, burst: bool) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// Puts the timer on this shard instead of the caller's own or a spread one.
+    pub fn on_shard(mut self, shard: usize) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+}
+
+/// The handle of a started timer. Dropping it stops the timer (if armed) and
+/// frees it; [`forget`](Self::forget) lets a timer run without a handle.
+///
+/// `Send + Sync`: any thread may stop or restart it, without a lock and
+/// without waiting for the shard owner.
+pub struct Timer {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) id: TimerId,
+}
+
+impl Timer {
+    /// The timer's id (for logs, maps, or [`TimerService::stop_id`](crate::TimerService::stop_id)).
+    pub fn id(&self) -> TimerId {
+        self.id
+    }
+
+    /// Disarms the timer. See [`Stop`] for what each outcome promises.
+    pub fn stop(&self) -> Stop {
+        self.inner.stop(self.id)
+    }
+
+    /// Disarms the timer and waits until its callback is not running on any
+    /// thread. Called from the timer's own callback it returns
+    /// [`StopSync::FromOwnCallback`] at once.
+    pub fn stop_sync(&self) -> StopSync {
+        self.inner.stop_sync(self.id)
+    }
+
+    /// Moves the timer to fire `delay` from now (or re-arms it if it fired or
+    /// was stopped). A periodic timer keeps its period.
+    ///
+    /// # Errors
+    /// [`TimerError::Shutdown`] after shutdown; nothing changes then.
+    pub fn restart(&self, delay: Duration) -> Result<Restart, TimerError> {
+        self.inner.restart(self.id, delay)
+    }
+
+    /// `true` while the timer is armed.
+    pub fn is_armed(&self) -> bool {
+        self.inner.is_armed(self.id)
+    }
+
+    /// Gives up the handle without stopping the timer: a one-shot timer still
+    /// fires once and is then freed; a periodic one runs until the service
+    /// shuts down. The id is stale from now on.
+    pub fn forget(mut self) {
+        self.inner.detach(self.id);
+        // The zero id is never valid, so `Drop` releases nothing.
+        self.id = TimerId(0);
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.inner.release(self.id);
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("id", &self.id)
+            .field("armed", &self.is_armed())
+            .finish()
+    }
+}
