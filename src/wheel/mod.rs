@@ -367,6 +367,12 @@ impl<T> Wheel<T> {
     where
         F: FnMut(&mut Self, Expired<T>),
     {
+        // A target before `now()` means `now()` (as in `poll`). Without this
+        // the cap check below compared due timers with the raw target, found
+        // "nothing due by target", and the final `poll` then popped and
+        // dropped a due timer. `now()` only grows during the call and never
+        // passes the target, so the clamp changes nothing else.
+        let target = target.max(self.now);
         let mut expired = 0;
         while expired < max {
             match self.poll(target) {
@@ -547,7 +553,7 @@ fn split_bucket(bucket: u16) -> (usize, usize) {
 
 /// The tick in `earliest..=latest` with the most trailing zero bits (the
 /// earliest such tick when several tie).
-fn roundest_tick_in(earliest: u64, latest: u64) -> u64 {
+pub(crate) fn roundest_tick_in(earliest: u64, latest: u64) -> u64 {
     if earliest == 0 || earliest == latest {
         return earliest;
     }

@@ -449,6 +449,46 @@ fn capped_advance_edge_cases() {
 }
 
 #[test]
+fn capped_advance_to_a_past_target_loses_nothing() {
+    // Found by the differential test: with timers due now and a target in
+    // the past, a capped advance reported "complete" and its final poll
+    // popped (and dropped) a due timer.
+    let mut w = Wheel::starting_at(100);
+    w.insert(0, 'a');
+    w.insert(0, 'b');
+    w.insert(0, 'c');
+    let mut seen = Vec::new();
+    let r = w.advance(40, 1, |_, e| seen.push(e.value));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 1,
+            complete: false
+        }
+    );
+    assert_eq!(w.len(), 2);
+    let r = w.advance(40, 0, |_, e| seen.push(e.value));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 0,
+            complete: false
+        }
+    );
+    assert_eq!(w.len(), 2);
+    let r = w.advance(40, 5, |_, e| seen.push(e.value));
+    assert_eq!(
+        r,
+        Advance {
+            expired: 2,
+            complete: true
+        }
+    );
+    assert_eq!(seen, ['a', 'b', 'c']);
+    assert_eq!(w.now(), 100);
+}
+
+#[test]
 fn now_reads_each_deadline_during_one_long_advance() {
     let mut w = Wheel::new();
     let deadlines = [5u64, 70, 5000, 300_000, 300_000];
