@@ -162,11 +162,17 @@ struct Job {
     priority: i32,
 }
 
+/// `(time, Reverse(priority), sequence, tag)`, min-first.
+type ReferenceEntry = Reverse<(u64, Reverse<i32>, u64, u32)>;
+
+/// A run order: `(time, tag)` per event run.
+type RunOrder = Vec<(u64, u32)>;
+
 /// Reference model: a binary heap keyed by (time, Reverse(priority), seq),
 /// run in lockstep with the simulation.
 #[derive(Default)]
 struct Reference {
-    heap: BinaryHeap<Reverse<(u64, Reverse<i32>, u64, u32)>>,
+    heap: BinaryHeap<ReferenceEntry>,
     cancelled: std::collections::HashSet<u64>,
     seq: u64,
 }
@@ -192,11 +198,7 @@ impl Reference {
 /// Runs the same random workload (children with delays including 0, mixed
 /// priorities, cancellations of pending and stale ids) on the simulation and
 /// on the reference heap, and returns both run orders.
-fn compare_with_heap(
-    seed: u64,
-    initial: usize,
-    max_delay: u64,
-) -> (Vec<(u64, u32)>, Vec<(u64, u32)>) {
+fn compare_with_heap(seed: u64, initial: usize, max_delay: u64) -> (RunOrder, RunOrder) {
     let mut rng = Rng(seed);
     let mut sim = Simulation::builder().verify(true).build();
     let mut reference = Reference::default();

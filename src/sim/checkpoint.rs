@@ -6,18 +6,7 @@
 //! event. Restoring clones it back, so one checkpoint can be restored any
 //! number of times.
 //!
-//! What is *not* rolled back, on purpose:
-//!
-//! * the sequence counter: events scheduled after a rollback get fresh
-//!   sequence numbers, so an [`EventId`](super::EventId) handed out in the
-//!   abandoned future is stale and cannot cancel an event of the replay. The
-//!   order of the replay is unaffected: every pending event of the checkpoint
-//!   has a smaller sequence number than anything scheduled after it, in the
-//!   first run as in the replay;
-//! * the counters ([`Stats`](super::Stats)) and the recorded trace, which
-//!   describe work done;
-//! * the model's own state, which lives outside the scheduler: checkpoint it
-//!   alongside (clone it, random number generator included).
+//! What a checkpoint leaves out is listed on [`Checkpoint`].
 
 use std::fmt;
 
@@ -25,6 +14,19 @@ use super::queue::Queue;
 use super::Simulation;
 
 /// A saved scheduler state, from [`Simulation::checkpoint`].
+///
+/// What is *not* rolled back, on purpose:
+///
+/// * the sequence counter: events scheduled after a rollback get fresh
+///   sequence numbers, so an [`EventId`](crate::sim::EventId) handed out in the
+///   abandoned future is stale and cannot cancel an event of the replay. The
+///   order of the replay is unaffected: every pending event of the checkpoint
+///   has a smaller sequence number than anything scheduled after it, in the
+///   first run as in the replay;
+/// * the counters ([`Stats`](crate::sim::Stats)) and the recorded trace, which
+///   describe work done;
+/// * the model's own state, which lives outside the scheduler: checkpoint it
+///   alongside (clone it, random number generator included).
 ///
 /// ```
 /// use tickwheel::sim::Simulation;
@@ -75,8 +77,8 @@ impl<E> fmt::Debug for Checkpoint<E> {
 
 impl<E: Clone> Simulation<E> {
     /// Saves the scheduler state: time, pending events (with their ids and
-    /// order), and the verifier's record. See the [module docs](self) for
-    /// what is not saved.
+    /// order), and the verifier's record. See [`Checkpoint`] for what is
+    /// not saved.
     pub fn checkpoint(&self) -> Checkpoint<E> {
         Checkpoint {
             queue: self.core.queue.clone(),
