@@ -8,7 +8,10 @@ use super::driver::DriverThreads;
 use super::shard::Shard;
 use super::{Clock, Inner, ServiceClock, TimerId, TimerService};
 use crate::sync::{Arc, AtomicBool, AtomicUsize};
+// Hooks are set once before the service exists and only read afterwards:
+// std `Arc` (loom's cannot hold unsized closures).
 use crate::TimerError;
+use std::sync::Arc as HookArc;
 
 /// Who runs the shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +66,8 @@ impl fmt::Display for PanicReport {
     }
 }
 
-type PanicHook = Arc<dyn Fn(&PanicReport) + Send + Sync>;
-type Waker = Arc<dyn Fn(usize) + Send + Sync>;
+type PanicHook = HookArc<dyn Fn(&PanicReport) + Send + Sync>;
+type Waker = HookArc<dyn Fn(usize) + Send + Sync>;
 
 /// The settled configuration a service keeps.
 pub(crate) struct Config {
@@ -150,7 +153,7 @@ impl Builder {
 
     /// Called (on the shard's thread) with every caught callback panic.
     pub fn panic_hook(mut self, hook: impl Fn(&PanicReport) + Send + Sync + 'static) -> Self {
-        self.panic_hook = Some(Arc::new(hook));
+        self.panic_hook = Some(HookArc::new(hook));
         self
     }
 
@@ -161,7 +164,7 @@ impl Builder {
     /// Typically unparks a worker or writes to an eventfd. It may be called
     /// from any thread, and must not block.
     pub fn waker(mut self, waker: impl Fn(usize) + Send + Sync + 'static) -> Self {
-        self.waker = Some(Arc::new(waker));
+        self.waker = Some(HookArc::new(waker));
         self
     }
 

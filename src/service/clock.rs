@@ -4,7 +4,12 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::sync::{Arc, AtomicU64, Ordering};
+// Plain std atomics even under loom: a clock reading orders nothing in the
+// timer protocol (every cross-thread hand-off goes through the state word or
+// an intake), so loom need not branch on it. A downstream loom model moves a
+// `ManualClock` from any thread just the same.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The time source of a [`TimerService`](crate::TimerService).
 #[derive(Clone, Debug, Default)]

@@ -77,7 +77,7 @@ impl Expiry<'_> {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        self.inner.start(spec, Box::new(callback))
+        Inner::start(&self.inner, spec, Box::new(callback))
     }
 
     /// Stops any timer by id.

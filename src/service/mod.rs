@@ -76,13 +76,17 @@ use crate::TimerError;
 /// stopped timers while the owner sleeps.
 const WAKE_AFTER_PENDING: usize = 4096;
 
+// No `const { }` initialisers: loom's `thread_local!` does not accept them.
 thread_local! {
     /// `(service address, shard)` of the shard this thread owns, if any.
-    static OWNED_SHARD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+    #[allow(clippy::missing_const_for_thread_local)]
+    static OWNED_SHARD: std::cell::Cell<(usize, usize)> = std::cell::Cell::new((0, 0));
     /// `(service address, timer id)` of the callback running on this thread.
-    static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
+    #[allow(clippy::missing_const_for_thread_local)]
+    static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = std::cell::Cell::new((0, 0));
     /// Spreads starts from threads that own no shard.
-    static SPREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    #[allow(clippy::missing_const_for_thread_local)]
+    static SPREAD: std::cell::Cell<usize> = std::cell::Cell::new(usize::MAX);
 }
 
 /// A timer service: N shards, each a hierarchical wheel with one owner.
@@ -168,8 +172,7 @@ impl TimerService {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        self.inner
-            .start(TimerSpec::after(delay), Box::new(callback))
+        Inner::start(&self.inner, TimerSpec::after(delay), Box::new(callback))
     }
 
     /// Starts a periodic timer: first after `period`, then every `period`.
@@ -180,8 +183,11 @@ impl TimerService {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        self.inner
-            .start(TimerSpec::after(period).every(period), Box::new(callback))
+        Inner::start(
+            &self.inner,
+            TimerSpec::after(period).every(period),
+            Box::new(callback),
+        )
     }
 
     /// Starts a timer described by `spec` (delay, instant or range; periodic;
@@ -194,7 +200,7 @@ impl TimerService {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        self.inner.start(spec, Box::new(callback))
+        Inner::start(&self.inner, spec, Box::new(callback))
     }
 
     /// Stops a timer by id. See [`Timer::stop`].
@@ -240,6 +246,11 @@ impl TimerService {
     /// `true` once [`shutdown`](Self::shutdown) has begun.
     pub fn is_shut_down(&self) -> bool {
         self.inner.is_shut_down()
+    }
+
+    /// The shared state, for the C ABI, which works on raw timer ids.
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 }
 
@@ -294,13 +305,13 @@ impl Inner {
     }
 
     pub(crate) fn start(
-        self: &Arc<Self>,
+        inner: &Arc<Self>,
         spec: TimerSpec,
         callback: arena::Callback,
     ) -> Result<Timer, TimerError> {
-        let id = self.start_raw(spec, callback)?;
+        let id = inner.start_raw(spec, callback)?;
         Ok(Timer {
-            inner: self.clone(),
+            inner: inner.clone(),
             id,
         })
     }
@@ -382,6 +393,12 @@ impl Inner {
         let slot = self.arena.get(id.index())?;
         let word = slot.load(Ordering::Acquire);
         (word.gen() == id.gen() && word.is(HANDLE)).then_some((slot, word))
+    }
+
+    /// `true` while `id` names a live handle (for the C ABI, which tells a
+    /// stale handle apart from an inactive timer).
+    pub(crate) fn holds_handle(&self, id: TimerId) -> bool {
+        self.live(id).is_some()
     }
 
     /// Queues a message for a shard's owner and wakes it if it sleeps past

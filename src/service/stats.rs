@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use super::Inner;
-use crate::sync::{AtomicU64, Ordering};
+// Plain std atomics even under loom: statistics take no part in any protocol,
+// and modelling every counter update would only multiply loom's branches.
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Lateness histogram buckets: bucket `b` counts lateness in `[2^(b-1), 2^b)` ticks
 /// (bucket 0: on time).

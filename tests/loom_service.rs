@@ -1,0 +1,416 @@
+//! loom models of every cross-thread protocol of the timer service
+//! (CONTRACT.md item 19).
+//!
+//! Run (see README / .ci/run):
+//! `RUSTFLAGS="--cfg loom -C debug_assertions" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_service`
+//!
+//! Each model builds a one-shard embedded service on a manual clock inside
+//! `loom::model`, so that loom controls every thread that touches it: the
+//! main thread is the shard owner and polls; spawned threads are the "any
+//! thread" of the contract. Never capped with LOOM_MAX_DURATION or
+//! LOOM_MAX_PERMUTATIONS: a capped model passes having explored only part of
+//! the space.
+#![cfg(loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::thread;
+use tickwheel::{
+    Clock, Driver, ManualClock, Restart, ShardGuard, Stop, StopSync, TimerError, TimerService,
+};
+
+const TICK: Duration = Duration::from_millis(1);
+
+/// `loom::model`, reporting how many interleavings it explored (so a model
+/// that explores suspiciously little shows in the log).
+fn model<F: Fn() + Sync + Send + 'static>(name: &str, body: F) {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    RUNS.store(0, SeqCst);
+    loom::model(move || {
+        RUNS.fetch_add(1, SeqCst);
+        body();
+    });
+    eprintln!("loom model {name}: {} interleavings", RUNS.load(SeqCst));
+}
+
+/// A one-shard embedded service on a manual clock, and its owner guard.
+fn service() -> (TimerService, ShardGuard, ManualClock) {
+    let clock = ManualClock::new();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(TICK)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock.clone()))
+        .build()
+        .unwrap();
+    let guard = service.claim_shard(0).unwrap();
+    (service, guard, clock)
+}
+
+/// Counts callback runs and drops of the callback's captures.
+#[derive(Default)]
+struct Probe {
+    runs: AtomicUsize,
+    drops: AtomicUsize,
+}
+
+struct DropCounter(std::sync::Arc<Probe>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.drops.fetch_add(1, SeqCst);
+    }
+}
+
+fn counting_callback(
+    probe: &std::sync::Arc<Probe>,
+) -> impl FnMut(&mut tickwheel::Expiry<'_>) + Send + 'static {
+    let guard = DropCounter(probe.clone());
+    move |_| {
+        guard.0.runs.fetch_add(1, SeqCst);
+    }
+}
+
+/// Remote START racing the owner's poll: the timer is neither lost nor fired
+/// early, and fires exactly once.
+#[test]
+fn remote_start_vs_owner_poll() {
+    model("remote_start_vs_owner_poll", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let remote = {
+            let service = service.clone();
+            let probe = probe.clone();
+            thread::spawn(move || {
+                service
+                    .start(TICK, counting_callback(&probe))
+                    .unwrap()
+                    .forget()
+            })
+        };
+        owner.poll().unwrap();
+        // Deadline is one tick away: nothing may have fired yet.
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        remote.join().unwrap();
+        clock.advance(TICK);
+        owner.poll().unwrap();
+        assert_eq!(probe.runs.load(SeqCst), 1);
+        // Fired and forgotten: the slot and the callback are freed.
+        assert_eq!(probe.drops.load(SeqCst), 1);
+        assert_eq!(service.stats().freed, 1);
+    });
+}
+
+/// STOP racing FIRE: exactly one wins, and the outcome says which.
+#[test]
+fn stop_vs_fire() {
+    model("stop_vs_fire", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK, counting_callback(&probe)).unwrap());
+        owner.poll().unwrap(); // links it
+        clock.advance(TICK);
+        let stopper = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.stop())
+        };
+        owner.poll().unwrap();
+        let stopped = stopper.join().unwrap();
+        owner.poll().unwrap();
+        let runs = probe.runs.load(SeqCst);
+        match stopped {
+            Stop::Cancelled => assert_eq!(runs, 0, "a Cancelled stop was followed by the callback"),
+            // Stopped while the callback ran, or after it returned.
+            Stop::Running | Stop::Fired => assert_eq!(runs, 1),
+            other => panic!("unexpected {other:?} (runs {runs})"),
+        }
+    });
+}
+
+/// Two STOPs racing: at most one returns Cancelled; with the owner idle,
+/// exactly one does.
+#[test]
+fn stop_vs_stop() {
+    model("stop_vs_stop", || {
+        let (service, mut owner, _clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK, counting_callback(&probe)).unwrap());
+        let other = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.stop())
+        };
+        let mine = timer.stop();
+        let theirs = other.join().unwrap();
+        let cancelled = [mine, theirs]
+            .iter()
+            .filter(|s| **s == Stop::Cancelled)
+            .count();
+        assert_eq!(cancelled, 1, "{mine:?} / {theirs:?}");
+        assert!([mine, theirs].contains(&Stop::Inactive));
+        owner.poll().unwrap();
+        assert_eq!(probe.runs.load(SeqCst), 0);
+    });
+}
+
+/// RESTART racing FIRE: "fired at the old deadline, then armed for the new
+/// one" or "moved before it fired"; never two fires for one arming, never a
+/// lost arming.
+#[test]
+fn restart_vs_fire() {
+    model("restart_vs_fire", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK, counting_callback(&probe)).unwrap());
+        owner.poll().unwrap();
+        clock.advance(TICK);
+        let restarter = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.restart(TICK * 3).unwrap())
+        };
+        owner.poll().unwrap();
+        let outcome = restarter.join().unwrap();
+        let runs_before = probe.runs.load(SeqCst);
+        match outcome {
+            Restart::Moved => assert_eq!(runs_before, 0, "moved, yet the old deadline fired"),
+            Restart::Rearmed => assert_eq!(runs_before, 1, "re-armed, so the old arming had fired"),
+        }
+        // The new arming is due 3 ticks after the restart: at most tick 4.
+        clock.advance(TICK * 3);
+        owner.poll().unwrap();
+        assert_eq!(
+            probe.runs.load(SeqCst),
+            runs_before + 1,
+            "the new arming fired exactly once"
+        );
+        assert!(!timer.is_armed());
+    });
+}
+
+/// STOP_SYNC racing a running callback: when it returns, the callback is not
+/// running and will not run again.
+#[test]
+fn stop_sync_vs_running_callback() {
+    model("stop_sync_vs_running_callback", || {
+        let (service, mut owner, clock) = service();
+        let running = std::sync::Arc::new(AtomicUsize::new(0));
+        let runs = std::sync::Arc::new(AtomicUsize::new(0));
+        let timer = {
+            let (running, runs) = (running.clone(), runs.clone());
+            Arc::new(
+                service
+                    .start_periodic(TICK, move |_| {
+                        running.store(1, SeqCst);
+                        runs.fetch_add(1, SeqCst);
+                        running.store(0, SeqCst);
+                    })
+                    .unwrap(),
+            )
+        };
+        owner.poll().unwrap();
+        clock.advance(TICK);
+        let stopper = {
+            let (timer, running) = (timer.clone(), running.clone());
+            thread::spawn(move || {
+                let outcome = timer.stop_sync();
+                assert_eq!(
+                    running.load(SeqCst),
+                    0,
+                    "stop_sync returned while the callback ran"
+                );
+                outcome
+            })
+        };
+        owner.poll().unwrap();
+        let outcome = stopper.join().unwrap();
+        let after_stop = runs.load(SeqCst);
+        clock.advance(TICK * 5);
+        owner.poll().unwrap();
+        assert_eq!(
+            runs.load(SeqCst),
+            after_stop,
+            "ran again after stop_sync returned"
+        );
+        assert!(
+            matches!(outcome, StopSync::Cancelled | StopSync::Fired),
+            "{outcome:?}"
+        );
+    });
+}
+
+/// stop_sync from inside the timer's own callback returns at once.
+#[test]
+fn stop_sync_from_own_callback() {
+    model("stop_sync_from_own_callback", || {
+        let (service, mut owner, clock) = service();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let slot: std::sync::Arc<std::sync::Mutex<Option<tickwheel::Timer>>> = Default::default();
+        let timer = {
+            let (seen, slot) = (seen.clone(), slot.clone());
+            service
+                .start_periodic(TICK, move |_| {
+                    let outcome = slot.lock().unwrap().as_ref().map(|t| t.stop_sync());
+                    *seen.lock().unwrap() = outcome;
+                })
+                .unwrap()
+        };
+        *slot.lock().unwrap() = Some(timer);
+        clock.advance(TICK);
+        owner.poll().unwrap();
+        assert_eq!(*seen.lock().unwrap(), Some(StopSync::FromOwnCallback));
+        clock.advance(TICK * 3);
+        assert_eq!(
+            owner.poll().unwrap(),
+            0,
+            "stopped from its own callback, yet re-armed"
+        );
+        drop(slot.lock().unwrap().take());
+    });
+}
+
+/// Handle DROP racing FIRE: the callback runs at most once, and everything
+/// (slot and callback) is freed exactly once.
+#[test]
+fn handle_drop_vs_fire() {
+    model("handle_drop_vs_fire", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = service.start(TICK, counting_callback(&probe)).unwrap();
+        owner.poll().unwrap();
+        clock.advance(TICK);
+        let dropper = thread::spawn(move || drop(timer));
+        owner.poll().unwrap();
+        dropper.join().unwrap();
+        owner.poll().unwrap();
+        assert!(probe.runs.load(SeqCst) <= 1);
+        assert_eq!(
+            probe.drops.load(SeqCst),
+            1,
+            "callback freed exactly once, promptly"
+        );
+        assert_eq!(service.stats().freed, 1);
+    });
+}
+
+/// Memory reclamation racing a reader with a stale id: the slot is freed and
+/// reused by a new timer while another thread stops and restarts through the
+/// old id. The stale operations report so and never touch the new timer.
+#[test]
+fn reclamation_vs_stale_reader() {
+    model("reclamation_vs_stale_reader", || {
+        let (service, mut owner, _clock) = service();
+        let old = service.start(TICK, |_| {}).unwrap();
+        let stale = old.id();
+        drop(old);
+        let reader = {
+            let service = service.clone();
+            thread::spawn(move || service.stop_id(stale))
+        };
+        owner.poll().unwrap(); // frees the old slot
+        let new = service.start(TICK * 5, |_| {}).unwrap(); // may reuse it
+        let seen = reader.join().unwrap();
+        assert_eq!(seen, Stop::Inactive);
+        assert_ne!(new.id(), stale);
+        assert_eq!(service.stop_id(stale), Stop::Inactive);
+        assert!(new.is_armed(), "a stale id touched the new timer");
+        assert_eq!(new.stop(), Stop::Cancelled);
+    });
+}
+
+/// SHUTDOWN racing START: the start either fails or yields a timer whose
+/// callback never runs; every callback is dropped; old handles are Inactive.
+#[test]
+fn shutdown_vs_start() {
+    model("shutdown_vs_start", || {
+        let (service, owner, clock) = service();
+        drop(owner);
+        let probe = std::sync::Arc::new(Probe::default());
+        let starter = {
+            let service = service.clone();
+            let probe = probe.clone();
+            thread::spawn(move || service.start(TICK, counting_callback(&probe)))
+        };
+        service.shutdown();
+        let started = starter.join().unwrap();
+        match &started {
+            Ok(timer) => assert!(matches!(timer.stop(), Stop::Inactive)),
+            Err(error) => assert_eq!(*error, TimerError::Shutdown),
+        }
+        clock.advance(TICK * 2);
+        assert!(matches!(service.claim_shard(0), Err(TimerError::Shutdown)));
+        drop(started);
+        drop(service);
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(
+            probe.drops.load(SeqCst),
+            1,
+            "callback dropped once everything is gone"
+        );
+    });
+}
+
+/// Two RESTARTs racing each other and the owner: the timer ends armed with
+/// one of the two deadlines and fires exactly once for it; a restart that
+/// reports `Moved` means no earlier arming fired in between.
+#[test]
+fn restart_vs_restart_vs_fire() {
+    model("restart_vs_restart_vs_fire", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK, counting_callback(&probe)).unwrap());
+        owner.poll().unwrap();
+        clock.advance(TICK);
+        let spawn_restart = |ticks: u32| {
+            let timer = timer.clone();
+            thread::spawn(move || timer.restart(TICK * ticks).unwrap())
+        };
+        let (a, b) = (spawn_restart(2), spawn_restart(4));
+        owner.poll().unwrap();
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let fired_early = probe.runs.load(SeqCst);
+        // At most the first arming fired so far, and only if some restart
+        // found it fired (re-armed it).
+        assert!(fired_early <= 1);
+        if fired_early == 1 {
+            assert!(
+                a == Restart::Rearmed || b == Restart::Rearmed,
+                "{a:?} {b:?}"
+            );
+        } else {
+            assert_eq!((a, b), (Restart::Moved, Restart::Moved));
+        }
+        clock.advance(TICK * 4);
+        owner.poll().unwrap();
+        assert_eq!(
+            probe.runs.load(SeqCst),
+            fired_early + 1,
+            "the surviving arming fires exactly once"
+        );
+        assert!(!timer.is_armed());
+    });
+}
+
+/// Two STOPs racing FIRE: at most one Cancelled; a Cancelled stop means the
+/// callback never runs.
+#[test]
+fn stop_vs_stop_vs_fire() {
+    model("stop_vs_stop_vs_fire", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK, counting_callback(&probe)).unwrap());
+        owner.poll().unwrap();
+        clock.advance(TICK);
+        let spawn_stop = || {
+            let timer = timer.clone();
+            thread::spawn(move || timer.stop())
+        };
+        let (a, b) = (spawn_stop(), spawn_stop());
+        owner.poll().unwrap();
+        let outcomes = [a.join().unwrap(), b.join().unwrap()];
+        owner.poll().unwrap();
+        let cancelled = outcomes.iter().filter(|s| **s == Stop::Cancelled).count();
+        assert!(cancelled <= 1, "{outcomes:?}");
+        assert_eq!(probe.runs.load(SeqCst), 1 - cancelled, "{outcomes:?}");
+    });
+}
