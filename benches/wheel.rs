@@ -174,9 +174,15 @@ fn config() -> Criterion {
         .measurement_time(Duration::from_secs(3))
 }
 
-criterion_group! {
-    name = benches;
-    config = config();
-    targets = insert_cancel, insert_expire, reschedule_later, advance_idle, next_deadline
+// `criterion_group!` defines a public function it cannot document.
+#[allow(missing_docs)]
+mod group {
+    use super::*;
+
+    criterion_group! {
+        name = benches;
+        config = config();
+        targets = insert_cancel, insert_expire, reschedule_later, advance_idle, next_deadline
+    }
 }
-criterion_main!(benches);
+criterion_main!(group::benches);
