@@ -488,6 +488,29 @@ fn a_handler_can_stop_the_run() {
     assert_eq!(sim.run(|_, _| {}).unwrap().stop, StopReason::Exhausted);
 }
 
+#[test]
+fn a_panicking_handler_leaves_the_scheduler_usable() {
+    let mut sim = Simulation::builder().verify(true).build();
+    for t in 1..=5 {
+        sim.schedule(t, t);
+    }
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sim.run(|ctx, t| {
+            if t == 2 {
+                ctx.stop();
+                panic!("model bug");
+            }
+        })
+    }));
+    assert!(outcome.is_err());
+    // Event 2 is lost with its handler; the rest run, in order, and the
+    // stop request of the panicked run does not leak into this one.
+    let mut seen = Vec::new();
+    let report = sim.run(|_, t| seen.push(t)).unwrap();
+    assert_eq!(report.stop, StopReason::Exhausted);
+    assert_eq!(seen, [3, 4, 5]);
+}
+
 // ----------------------------------------------------------- verifying ----
 
 #[test]

@@ -101,6 +101,7 @@ impl<E> Simulation<E> {
         H: FnMut(&mut Context<'_, E>, E),
     {
         let started = Instant::now();
+        self.core.stop = false;
         let result = self.run_one(u64::MAX, &mut handler);
         self.core.stop = false;
         self.core.stats.busy += started.elapsed();
@@ -165,6 +166,9 @@ impl<E> Simulation<E> {
         H: FnMut(&mut Context<'_, E>, E),
     {
         let started = Instant::now();
+        // A stop request left by a handler that panicked in an earlier run
+        // must not end this one.
+        self.core.stop = false;
         let wall_deadline = limits.wall.and_then(|limit| started.checked_add(limit));
         let until = limits.until.unwrap_or(u64::MAX);
         let max_events = limits.max_events.unwrap_or(u64::MAX);

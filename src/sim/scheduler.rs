@@ -91,6 +91,10 @@ impl<E> Tracer<E> {
 /// model's own state lives wherever the handler can reach it (a captured
 /// `&mut`, typically).
 ///
+/// A handler that panics unwinds out of the run method. The event it was
+/// handling is lost (it was taken off the list before its handler ran); the
+/// scheduler stays consistent and can keep running.
+///
 /// ```
 /// use tickwheel::sim::Simulation;
 ///
