@@ -56,8 +56,6 @@ pub(crate) struct Owned {
     pub(crate) linked_seq: u32,
     /// The deadline tick of the current arming.
     pub(crate) deadline: u64,
-    /// Periods skipped before the current arming (reported to the callback).
-    pub(crate) overruns: u64,
 }
 
 impl Owned {
@@ -69,7 +67,6 @@ impl Owned {
             linked: None,
             linked_seq: 0,
             deadline: 0,
-            overruns: 0,
         }
     }
 }

@@ -39,12 +39,21 @@ impl Expiry<'_> {
         self.deadline
     }
 
-    /// The tick the owner is processing up to (`>= deadline_tick`).
+    /// The service's "now" while this callback runs: the tick being
+    /// processed, which is this timer's deadline tick even when one poll
+    /// covers many ticks (CONTRACT.md item 6).
     pub fn now_tick(&self) -> u64 {
+        self.deadline
+    }
+
+    /// The tick the owner's current poll processes up to (`>= now_tick`):
+    /// how far the clock had moved when the poll began.
+    pub fn poll_tick(&self) -> u64 {
         self.now
     }
 
-    /// How late the timer fired, in ticks (0 when the owner kept up).
+    /// How late the timer fired, in ticks (0 when the owner kept up):
+    /// `poll_tick() - deadline_tick()`.
     pub fn lateness_ticks(&self) -> u64 {
         self.now - self.deadline
     }
@@ -100,7 +109,7 @@ impl fmt::Debug for Expiry<'_> {
             .field("id", &self.id)
             .field("shard", &self.shard)
             .field("deadline_tick", &self.deadline)
-            .field("now_tick", &self.now)
+            .field("poll_tick", &self.now)
             .field("overruns", &self.overruns)
             .finish()
     }

@@ -366,7 +366,6 @@ impl Inner {
                 linked: None,
                 linked_seq: 0,
                 deadline,
-                overruns: 0,
             }
         });
         slot.shard.store(shard as u32, Ordering::Relaxed);

@@ -324,10 +324,17 @@ impl Shard {
         };
 
         let id = TimerId::new(index, word.gen());
-        let (mut callback, overruns) = unsafe {
+        let (mut callback, period, burst) = unsafe {
             owned(slot, |owned| {
-                (owned.callback.take(), std::mem::take(&mut owned.overruns))
+                (owned.callback.take(), owned.period, owned.burst)
             })
+        };
+        // A periodic timer decides its next deadline (and what it skipped)
+        // from the tick it fires at, before the callback runs.
+        let (next, overruns) = if period > 0 {
+            next_periodic_deadline(deadline, period, now, burst)
+        } else {
+            (0, 0)
         };
         let lateness = now.saturating_sub(deadline);
         self.counters.record_fire(lateness);
@@ -359,17 +366,13 @@ impl Shard {
 
         // Periodic: re-arm unless anyone stopped, restarted or released it
         // while the callback ran (each of those changes the word).
-        let (period, burst, last) =
-            unsafe { owned(slot, |owned| (owned.period, owned.burst, owned.deadline)) };
         if period > 0 {
-            let (next, missed) = next_periodic_deadline(last, period, now, burst);
+            self.counters
+                .overruns
+                .fetch_add(overruns, Ordering::Relaxed);
             let rearmed = running.with_arm(ARMED).without(RUNNING).next_seq();
             if slot.cas(running, rearmed).is_ok() {
-                self.counters.overruns.fetch_add(missed, Ordering::Relaxed);
-                unsafe {
-                    owned(slot, |owned| owned.overruns = missed);
-                    self.link(slot, index, next, rearmed.seq());
-                }
+                unsafe { self.link(slot, index, next, rearmed.seq()) };
                 return true;
             }
         }
@@ -424,23 +427,20 @@ impl Shard {
     }
 }
 
-/// The next deadline of a periodic timer whose last deadline was `last`,
-/// processed at tick `now`, and how many periods were missed (overruns).
+/// The next deadline of a periodic timer whose current deadline `last` is
+/// being fired at tick `now`, and how many periods that skips (overruns).
 ///
 /// Drift-free: deadlines stay on the grid `last + k * period`. Without
-/// `burst`, missed periods are skipped (counted, not fired): the next
-/// deadline is the latest grid point that is due, so the timer fires once
-/// now and then resumes its rhythm.
+/// `burst`, a late owner fires the timer once and skips every grid point
+/// already passed (counted as overruns); with `burst`, every period fires in
+/// turn.
 pub(crate) fn next_periodic_deadline(last: u64, period: u64, now: u64, burst: bool) -> (u64, u64) {
-    let next = last.saturating_add(period);
-    if burst || next > now {
-        return (next, 0);
+    if burst {
+        return (last.saturating_add(period), 0);
     }
-    let missed_periods = (now - last) / period; // >= 1
-    (
-        last.saturating_add(missed_periods * period),
-        missed_periods - 1,
-    )
+    let missed = now.saturating_sub(last) / period;
+    let next = last.saturating_add(missed.saturating_add(1).saturating_mul(period));
+    (next, missed)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -451,8 +451,9 @@ mod tests {
     fn periodic_deadlines_stay_on_the_grid() {
         // On time: next grid point, no overrun.
         assert_eq!(next_periodic_deadline(100, 10, 100, false), (110, 0));
-        // Late by 35 ticks: fire once for 130 (due), count 110 and 120 as overruns.
-        assert_eq!(next_periodic_deadline(100, 10, 135, false), (130, 2));
+        assert_eq!(next_periodic_deadline(100, 10, 109, false), (110, 0));
+        // Fired 35 ticks late: 110, 120 and 130 have passed too; skip them.
+        assert_eq!(next_periodic_deadline(100, 10, 135, false), (140, 3));
         // Burst: every missed period fires, one after another.
         assert_eq!(next_periodic_deadline(100, 10, 135, true), (110, 0));
         // Saturation at the end of time.

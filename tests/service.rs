@@ -1,0 +1,591 @@
+//! Contract tests for the timer service (CONTRACT.md items 1-16), each named
+//! after the item it checks. Deterministic: one embedded shard on a manual
+//! clock, unless the item is about threads.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tickwheel::{
+    Clock, Driver, ManualClock, Restart, ShardGuard, Stop, StopSync, TimerError, TimerId,
+    TimerService, TimerSpec,
+};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn embedded(shards: usize) -> (TimerService, ShardGuard, ManualClock) {
+    let clock = ManualClock::new();
+    let service = TimerService::builder()
+        .shards(shards)
+        .tick(MS)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock.clone()))
+        .build()
+        .unwrap();
+    let guard = service.claim_shard(0).unwrap();
+    (service, guard, clock)
+}
+
+/// Records `(label, deadline tick, now tick)` of every expiry.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<(u32, u64, u64)>>>);
+
+impl Log {
+    fn callback(&self, label: u32) -> impl FnMut(&mut tickwheel::Expiry<'_>) + Send + 'static {
+        let log = self.0.clone();
+        move |e| {
+            log.lock()
+                .unwrap()
+                .push((label, e.deadline_tick(), e.now_tick()))
+        }
+    }
+
+    fn take(&self) -> Vec<(u32, u64, u64)> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+/// Polls once per tick up to `ticks` ticks from now.
+fn step_ticks(guard: &mut ShardGuard, clock: &ManualClock, ticks: u64) -> usize {
+    let mut fired = 0;
+    for _ in 0..ticks {
+        clock.advance(MS);
+        fired += guard.poll().unwrap();
+    }
+    fired
+}
+
+#[test]
+fn item1_never_early_and_delays_round_up() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    clock.advance(Duration::from_micros(300)); // mid-tick: now = 0.3 ms
+    let _a = service
+        .start(Duration::from_micros(1500), log.callback(1))
+        .unwrap(); // due 1.8 ms -> tick 2
+    let _b = service
+        .start(Duration::from_millis(2), log.callback(2))
+        .unwrap(); // due 2.3 ms -> tick 3
+    clock.set(Duration::from_micros(1999));
+    guard.poll().unwrap();
+    assert!(log.take().is_empty(), "fired before 1.8 ms had passed");
+    clock.set(Duration::from_millis(2));
+    guard.poll().unwrap();
+    assert_eq!(log.take(), vec![(1, 2, 2)]);
+    clock.set(Duration::from_micros(2999));
+    guard.poll().unwrap();
+    assert!(log.take().is_empty(), "fired before 2.3 ms had passed");
+    clock.set(Duration::from_millis(3));
+    guard.poll().unwrap();
+    assert_eq!(log.take(), vec![(2, 3, 3)]);
+}
+
+#[test]
+fn item1_zero_delay_fires_at_the_next_poll_never_inside_start() {
+    let (service, mut guard, clock) = embedded(1);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = fired.clone();
+    let _t = service
+        .start(Duration::ZERO, move |_| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    assert_eq!(fired.load(SeqCst), 0, "ran synchronously inside start");
+    clock.advance(MS);
+    assert_eq!(guard.poll().unwrap(), 1);
+    assert_eq!(fired.load(SeqCst), 1);
+}
+
+#[test]
+fn item2_exact_on_the_wheel_across_levels() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    // Deadlines on level 0, on level boundaries, and several levels up.
+    let delays = [1u64, 63, 64, 65, 4095, 4096, 4097, 70_000];
+    let _timers: Vec<_> = delays
+        .iter()
+        .map(|&d| {
+            service
+                .start(MS * d as u32, log.callback(d as u32))
+                .unwrap()
+        })
+        .collect();
+    step_ticks(&mut guard, &clock, 70_001);
+    let fired = log.take();
+    assert_eq!(fired.len(), delays.len());
+    for (label, deadline, now) in fired {
+        assert_eq!(
+            (deadline, now),
+            (label as u64, label as u64),
+            "fired off its own tick"
+        );
+    }
+}
+
+#[test]
+fn item2_lateness_is_reported() {
+    let (service, mut guard, clock) = embedded(1);
+    let lateness = Arc::new(Mutex::new(None));
+    let seen = lateness.clone();
+    let _t = service
+        .start(MS * 5, move |e| {
+            *seen.lock().unwrap() = Some(e.lateness_ticks())
+        })
+        .unwrap();
+    clock.advance(MS * 12); // the owner was not running for 12 ticks
+    guard.poll().unwrap();
+    assert_eq!(*lateness.lock().unwrap(), Some(7));
+    assert_eq!(service.stats().lateness_max, MS * 7);
+}
+
+#[test]
+fn item3_range_timers_fire_inside_the_window() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let windows = [(10u32, 20u32), (100, 200), (5000, 9000), (7, 7)];
+    let _timers: Vec<_> = windows
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, b))| {
+            service
+                .schedule(TimerSpec::within(MS * a, MS * b), log.callback(i as u32))
+                .unwrap()
+        })
+        .collect();
+    step_ticks(&mut guard, &clock, 9001);
+    let fired = log.take();
+    assert_eq!(fired.len(), windows.len());
+    for &(i, deadline, _) in &fired {
+        let (a, b) = windows[i as usize];
+        assert!(
+            (a as u64..=b as u64).contains(&deadline),
+            "window {a}..={b}, fired at {deadline}"
+        );
+    }
+    // The wheel picks the roundest tick: 16 in 10..=20, 128 in 100..=200,
+    // 8192 in 5000..=9000 (a level-2 bucket start: no cascade at all).
+    let mut chosen: Vec<(u32, u64)> = fired.iter().map(|&(i, d, _)| (i, d)).collect();
+    chosen.sort_unstable();
+    assert_eq!(chosen, vec![(0, 16), (1, 128), (2, 8192), (3, 7)]);
+    assert!(matches!(
+        service.schedule(TimerSpec::within(MS * 2, MS), |_| {}),
+        Err(TimerError::InvalidRange)
+    ));
+}
+
+#[test]
+fn item4_far_deadlines_saturate_and_the_clock_never_goes_back() {
+    let (service, mut guard, clock) = embedded(1);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = fired.clone();
+    let far = service
+        .start(Duration::MAX, move |_| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    clock.advance(Duration::from_secs(365 * 24 * 3600 * 100)); // a century
+    guard.poll().unwrap();
+    assert_eq!(fired.load(SeqCst), 0);
+    assert!(far.is_armed());
+    assert_eq!(far.stop(), Stop::Cancelled);
+
+    let log = Log::default();
+    let _t = service.start(MS * 5, log.callback(1)).unwrap();
+    let before = clock.elapsed();
+    clock.set(Duration::ZERO); // backwards: ignored
+    assert_eq!(clock.elapsed(), before);
+    guard.poll().unwrap();
+    assert!(log.take().is_empty());
+}
+
+#[test]
+fn item5_deadline_order_then_fifo_within_a_tick() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let plan = [(30u32, 1u32), (10, 2), (30, 3), (10, 4), (20, 5), (10, 6)];
+    let _timers: Vec<_> = plan
+        .iter()
+        .map(|&(d, label)| service.start(MS * d, log.callback(label)).unwrap())
+        .collect();
+    clock.advance(MS * 40); // one poll covers every deadline
+    guard.poll().unwrap();
+    let order: Vec<u32> = log.take().iter().map(|e| e.0).collect();
+    assert_eq!(order, vec![2, 4, 6, 5, 1, 3]);
+}
+
+#[test]
+fn item6_now_reads_the_deadline_tick_inside_a_long_poll() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let _timers: Vec<_> = [3u32, 9, 27]
+        .iter()
+        .map(|&d| service.start(MS * d, log.callback(d)).unwrap())
+        .collect();
+    clock.advance(MS * 100);
+    guard.poll().unwrap();
+    for (label, deadline, now) in log.take() {
+        assert_eq!((deadline, now), (label as u64, label as u64));
+    }
+}
+
+#[test]
+fn item8_stop_outcomes() {
+    let (service, mut guard, clock) = embedded(1);
+    let t = service.start(MS * 2, |_| {}).unwrap();
+    assert_eq!(t.stop(), Stop::Cancelled);
+    assert_eq!(t.stop(), Stop::Inactive, "second stop");
+    let t = service.start(MS * 2, |_| {}).unwrap();
+    step_ticks(&mut guard, &clock, 2);
+    assert_eq!(t.stop(), Stop::Fired);
+    assert_eq!(t.stop(), Stop::Fired, "stays Fired until re-armed");
+    // Running: the callback stops itself by id.
+    let outcome = Arc::new(Mutex::new(None));
+    let seen = outcome.clone();
+    let t = service
+        .start(MS, move |e| {
+            let id = e.id();
+            *seen.lock().unwrap() = Some(e.stop_id(id));
+        })
+        .unwrap();
+    step_ticks(&mut guard, &clock, 1);
+    assert_eq!(*outcome.lock().unwrap(), Some(Stop::Running));
+    drop(t);
+}
+
+#[test]
+fn item9_stop_sync_waits_for_a_callback_on_another_thread() {
+    let service = TimerService::builder().shards(1).build().unwrap();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let (flag, enter) = (inside.clone(), entered.clone());
+    let t = service
+        .start(MS, move |_| {
+            flag.store(1, SeqCst);
+            enter.store(1, SeqCst);
+            std::thread::sleep(Duration::from_millis(50));
+            flag.store(0, SeqCst);
+        })
+        .unwrap();
+    let waited = Instant::now();
+    while entered.load(SeqCst) == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "callback never ran"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(t.stop_sync(), StopSync::Fired);
+    assert_eq!(
+        inside.load(SeqCst),
+        0,
+        "stop_sync returned while the callback was running"
+    );
+}
+
+#[test]
+fn item9_stop_sync_from_own_callback_returns_at_once() {
+    let (service, mut guard, clock) = embedded(1);
+    let handle: Arc<Mutex<Option<tickwheel::Timer>>> = Arc::default();
+    let outcome = Arc::new(Mutex::new(None));
+    let (h, seen) = (handle.clone(), outcome.clone());
+    let t = service
+        .start_periodic(MS, move |_| {
+            *seen.lock().unwrap() = h.lock().unwrap().as_ref().map(|t| t.stop_sync());
+        })
+        .unwrap();
+    *handle.lock().unwrap() = Some(t);
+    step_ticks(&mut guard, &clock, 1);
+    assert_eq!(*outcome.lock().unwrap(), Some(StopSync::FromOwnCallback));
+    assert_eq!(
+        step_ticks(&mut guard, &clock, 5),
+        0,
+        "periodic re-armed after stop_sync"
+    );
+    handle.lock().unwrap().take();
+}
+
+#[test]
+fn item10_restart_moves_or_rearms_and_fires_once_per_arming() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let t = service.start(MS * 10, log.callback(1)).unwrap();
+    step_ticks(&mut guard, &clock, 5);
+    assert_eq!(t.restart(MS * 10).unwrap(), Restart::Moved); // now due at 15
+    step_ticks(&mut guard, &clock, 9);
+    assert!(
+        log.take().is_empty(),
+        "fired at the old deadline after a move"
+    );
+    step_ticks(&mut guard, &clock, 1);
+    assert_eq!(log.take(), vec![(1, 15, 15)]);
+    assert_eq!(t.restart(MS * 3).unwrap(), Restart::Rearmed);
+    step_ticks(&mut guard, &clock, 3);
+    assert_eq!(log.take(), vec![(1, 18, 18)]);
+    // Earlier moves work too.
+    assert_eq!(t.restart(MS * 50).unwrap(), Restart::Rearmed);
+    assert_eq!(t.restart(MS * 2).unwrap(), Restart::Moved);
+    step_ticks(&mut guard, &clock, 60);
+    assert_eq!(log.take(), vec![(1, 20, 20)]);
+}
+
+#[test]
+fn item11_callbacks_start_stop_restart_and_cannot_claim_their_shard() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let victim = service.start(MS * 5, log.callback(99)).unwrap();
+    let victim_id = victim.id();
+    let claim = Arc::new(Mutex::new(None));
+    let service2 = service.clone();
+    let (inner_log, seen_claim) = (log.clone(), claim.clone());
+    let mut rounds = 0;
+    let _t = service
+        .start(MS * 2, move |e| {
+            rounds += 1;
+            if rounds == 1 {
+                assert_eq!(e.stop_id(victim_id), Stop::Cancelled);
+                e.schedule(TimerSpec::after(MS), inner_log.callback(7))
+                    .unwrap()
+                    .forget();
+                e.restart(MS * 3).unwrap(); // itself, again in 3 ticks
+                *seen_claim.lock().unwrap() = Some(service2.claim_shard(0).map(|_| ()));
+            }
+        })
+        .unwrap();
+    step_ticks(&mut guard, &clock, 10);
+    assert_eq!(log.take(), vec![(7, 3, 3)]);
+    assert_eq!(*claim.lock().unwrap(), Some(Err(TimerError::ShardClaimed)));
+    drop(victim);
+}
+
+#[test]
+fn item12_periodic_is_drift_free_and_counts_overruns() {
+    let (service, mut guard, clock) = embedded(1);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let t = service
+        .start_periodic(MS * 10, move |e| {
+            log.lock().unwrap().push((e.deadline_tick(), e.overruns()))
+        })
+        .unwrap();
+    step_ticks(&mut guard, &clock, 30);
+    clock.advance(MS * 45); // the owner stalls: 40, 50, 60, 70 are missed
+    guard.poll().unwrap();
+    step_ticks(&mut guard, &clock, 10);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(10, 0), (20, 0), (30, 0), (40, 3), (80, 0)],
+        "one late fire for 40, then 50, 60, 70 skipped and counted, back on the grid at 80"
+    );
+    assert_eq!(service.stats().overruns, 3);
+    drop(t);
+
+    // Burst mode fires every missed period.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let base = clock.elapsed().as_millis() as u64;
+    let _b = service
+        .schedule(
+            TimerSpec::after(MS * 10).every(MS * 10).burst(true),
+            move |e| log.lock().unwrap().push(e.deadline_tick() - base),
+        )
+        .unwrap();
+    clock.advance(MS * 35);
+    guard.poll().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![10, 20, 30]);
+    assert!(matches!(
+        service.schedule(TimerSpec::after(MS).every(Duration::ZERO), |_| {}),
+        Err(TimerError::InvalidPeriod)
+    ));
+}
+
+#[test]
+fn item13_stopped_timers_are_reclaimed_at_the_next_poll_and_churn_stays_flat() {
+    let (service, mut guard, clock) = embedded(1);
+    let hour = Duration::from_secs(3600);
+    let t = service.start(hour, |_| {}).unwrap();
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, 1);
+    drop(t); // stop + release
+    guard.poll().unwrap();
+    let stats = service.stats();
+    assert_eq!(
+        (stats.armed, stats.freed),
+        (0, 1),
+        "reclaimed at the next poll, not in an hour"
+    );
+
+    for round in 0..200 {
+        let batch: Vec<_> = (0..500)
+            .map(|_| service.start(hour, |_| {}).unwrap())
+            .collect();
+        drop(batch);
+        clock.advance(MS);
+        guard.poll().unwrap();
+        assert_eq!(service.stats().armed, 0, "round {round}");
+    }
+    let stats = service.stats();
+    assert_eq!(stats.freed, 1 + 200 * 500);
+    assert!(
+        stats.slots <= 1024,
+        "100k start/stop pairs grew the arena to {} slots",
+        stats.slots
+    );
+}
+
+#[test]
+fn item14_stale_and_garbage_handles_are_inactive() {
+    let (service, mut guard, clock) = embedded(1);
+    let t = service.start(MS, |_| {}).unwrap();
+    let id = t.id();
+    drop(t);
+    guard.poll().unwrap();
+    let reuse = service.start(MS * 5, |_| {}).unwrap();
+    assert_eq!(service.stop_id(id), Stop::Inactive);
+    assert!(
+        reuse.is_armed(),
+        "the stale id reached the slot's new timer"
+    );
+    assert_eq!(
+        reuse.id().to_raw(),
+        id.to_raw() + (1 << 32),
+        "same slot, next generation"
+    );
+    for raw in [
+        0u64,
+        1,
+        u64::MAX,
+        0xdead_beef_0000_0000,
+        id.to_raw() + (2 << 32),
+    ] {
+        assert_eq!(
+            service.stop_id(TimerId::from_raw(raw)),
+            Stop::Inactive,
+            "raw {raw:#x}"
+        );
+    }
+    step_ticks(&mut guard, &clock, 5);
+    assert_eq!(reuse.stop(), Stop::Fired);
+}
+
+#[test]
+fn item15_shutdown_drops_pending_callbacks_unrun() {
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let (service, guard, clock) = embedded(2);
+    let (runs, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let timers: Vec<_> = (0..10)
+        .map(|i| {
+            let (runs, token) = (runs.clone(), Dropped(drops.clone()));
+            service
+                .schedule(TimerSpec::after(MS).on_shard(i % 2), move |_| {
+                    let _keep = &token;
+                    runs.fetch_add(1, SeqCst);
+                })
+                .unwrap()
+        })
+        .collect();
+    drop(guard);
+    clock.advance(MS * 10);
+    service.shutdown();
+    assert_eq!(runs.load(SeqCst), 0);
+    assert_eq!(
+        drops.load(SeqCst),
+        10,
+        "pending callbacks dropped at shutdown"
+    );
+    for t in &timers {
+        assert_eq!(t.stop(), Stop::Inactive);
+        assert_eq!(t.restart(MS), Err(TimerError::Shutdown));
+    }
+    assert!(matches!(
+        service.start(MS, |_| {}),
+        Err(TimerError::Shutdown)
+    ));
+    assert!(matches!(service.claim_shard(0), Err(TimerError::Shutdown)));
+}
+
+#[test]
+fn item16_a_panicking_callback_is_caught_counted_and_reported() {
+    let clock = ManualClock::new();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let service = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock.clone()))
+        .panic_hook(move |report| sink.lock().unwrap().push(report.message.clone()))
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let log = Log::default();
+    let _bad = service.start(MS, |_| panic!("boom")).unwrap();
+    let _good = service.start(MS, log.callback(1)).unwrap();
+    let _later = service.start(MS * 2, log.callback(2)).unwrap();
+    step_ticks(&mut guard, &clock, 2);
+    assert_eq!(*reports.lock().unwrap(), vec!["boom".to_owned()]);
+    assert_eq!(service.stats().panics, 1);
+    assert_eq!(
+        log.take().iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+}
+
+#[test]
+fn driver_threads_wake_for_an_earlier_start() {
+    let service = TimerService::builder().shards(1).build().unwrap();
+    let _far = service.start(Duration::from_secs(3600), |_| {}).unwrap();
+    std::thread::sleep(Duration::from_millis(20)); // let the driver go to sleep for an hour
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = fired.clone();
+    let _soon = service
+        .start(MS * 2, move |_| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    let waited = Instant::now();
+    while fired.load(SeqCst) == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the sleeping driver was never woken"
+        );
+        std::thread::sleep(MS);
+    }
+}
+
+#[test]
+fn bad_configuration_is_refused() {
+    for builder in [
+        TimerService::builder().shards(0),
+        TimerService::builder().shards(5000),
+        TimerService::builder().tick(Duration::from_micros(1)),
+    ] {
+        assert_eq!(builder.build().unwrap_err(), TimerError::InvalidConfig);
+    }
+    let (service, _guard, _clock) = embedded(2);
+    assert!(matches!(
+        service.claim_shard(0),
+        Err(TimerError::ShardClaimed)
+    ));
+    assert!(matches!(
+        service.claim_shard(2),
+        Err(TimerError::ShardOutOfRange)
+    ));
+    assert!(matches!(
+        service.schedule(TimerSpec::after(MS).on_shard(9), |_| {}),
+        Err(TimerError::ShardOutOfRange)
+    ));
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<TimerService>();
+    assert_send_sync::<tickwheel::Timer>();
+    assert_send_sync::<TimerId>();
+    assert_send_sync::<TimerError>();
+}
