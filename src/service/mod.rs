@@ -71,9 +71,8 @@ use timer::When;
 use crate::sync::{thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
 use crate::TimerError;
 
-/// Pending intake messages after which a sleeping owner is woken even though
-/// no new deadline is earlier than its sleep: bounds the memory held by
-/// stopped timers while the owner sleeps.
+/// Pending intake messages after which the owner is woken even though no new
+/// deadline is earlier than its sleep: bounds what an intake holds.
 const WAKE_AFTER_PENDING: usize = 4096;
 
 // No `const { }` initialisers: loom's `thread_local!` does not accept them.
@@ -402,11 +401,34 @@ impl Inner {
 
     /// Queues a message for a shard's owner and wakes it if it sleeps past
     /// the message's deadline, or if too much has piled up.
+    ///
+    /// On the shard's own owner thread (a callback, or an embedded owner
+    /// between polls) the message is applied at once instead: no allocation,
+    /// no queue, and the common per-core case (a connection restarting its
+    /// own idle timeout on the worker that owns its shard) costs one CAS and
+    /// an O(1) wheel move.
     fn send(&self, shard: usize, message: Message) {
         let target = &self.shards[shard];
+        if OWNED_SHARD.with(|owned| owned.get()) == (self.address(), shard) {
+            // SAFETY: this thread holds the shard's claim (`OWNED_SHARD` is set
+            // only while a `ShardGuard` for it lives on this thread), and the
+            // owner never holds a reference into its core or a slot's owned
+            // fields while user code (the only way to get here during a poll)
+            // runs.
+            unsafe { target.reconcile(self, message) };
+            return;
+        }
         let pending = target.intake.push(message);
-        let due = message.arm.map_or(u64::MAX, |(_, deadline)| deadline);
-        if target.should_wake(due) || pending == WAKE_AFTER_PENDING {
+        let wake = match message.arm {
+            // A start or restart: wake only if due before the owner's sleep ends.
+            Some((_, deadline)) => target.should_wake(deadline),
+            // A stop or release: the first one since the owner last looked
+            // wakes a sleeping owner, so the timer's memory is reclaimed
+            // promptly rather than at the deadline the owner sleeps towards
+            // (one wakeup per sleep, however many stops follow).
+            None => pending == 1 && target.is_asleep(),
+        };
+        if wake || pending == WAKE_AFTER_PENDING {
             self.wake(shard);
         }
     }

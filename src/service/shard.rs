@@ -87,6 +87,11 @@ impl Shard {
         deadline < self.sleep_until.load(Ordering::SeqCst)
     }
 
+    /// Producer side: is the owner asleep (or not yet running)?
+    pub(crate) fn is_asleep(&self) -> bool {
+        self.sleep_until.load(Ordering::SeqCst) != AWAKE
+    }
+
     /// Owner side, before sleeping until `until` (`None`: until woken).
     /// Returns `false` if messages arrived meanwhile (poll again instead).
     ///
@@ -182,7 +187,7 @@ impl Shard {
     ///
     /// # Safety
     /// The caller owns the shard.
-    unsafe fn reconcile(&self, inner: &Inner, message: Message) {
+    pub(crate) unsafe fn reconcile(&self, inner: &Inner, message: Message) {
         let Some(slot) = inner.arena.get(message.index) else {
             return;
         };
