@@ -707,3 +707,39 @@ fn stopped_timer_is_reclaimed_before_its_old_deadline_on_a_sleeping_driver_threa
         thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Minimal reproducer (fails today): CONTRACT.md 11 says a callback may STOP
+/// its own timer. A periodic timer whose handle was given up with
+/// `forget()` cannot: `Expiry::stop_id(own id)` returns `Inactive` (STOP
+/// needs the HANDLE bit) and the timer keeps firing until shutdown, while
+/// `Expiry::restart` on the same timer works.
+#[test]
+fn forgotten_periodic_timer_can_stop_itself_from_its_callback() {
+    let clock = tickwheel::ManualClock::new();
+    let service = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .clock(tickwheel::Clock::Manual(clock.clone()))
+        .build()
+        .unwrap();
+    let mut shard = service.claim_shard(0).unwrap();
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let log = outcomes.clone();
+    service
+        .start_periodic(Duration::from_millis(1), move |expiry| {
+            let id = expiry.id();
+            log.lock().unwrap().push(expiry.stop_id(id));
+        })
+        .unwrap()
+        .forget();
+    for _ in 0..3 {
+        clock.advance(Duration::from_millis(1));
+        shard.poll().unwrap();
+    }
+    let outcomes = outcomes.lock().unwrap().clone();
+    assert_eq!(
+        outcomes,
+        vec![Stop::Running],
+        "the callback stopped its own timer, yet it kept firing"
+    );
+}
