@@ -15,14 +15,14 @@
 //!            push Arm msg with the deadline
 //! ```
 //!
-//! * A timer's **slot** lives in the service's [`arena`] and is never freed
+//! * A timer's **slot** lives in the service's arena (`arena.rs`) and is never freed
 //!   while the service lives, so any thread may read its state word at any
 //!   time; stale handles are told apart by the generation in that word.
-//! * The **state word** ([`state`]) decides every race with one CAS: see the
+//! * The **state word** (`state.rs`) decides every race with one CAS: see the
 //!   table there. The owner never waits for other threads, and other threads
 //!   never wait for the owner (except [`Timer::stop_sync`], whose whole point
 //!   is to wait for a running callback).
-//! * The **intake** ([`intake`]) is a lock-free stack of messages. A message
+//! * The **intake** (`intake.rs`) is a lock-free stack of messages. A message
 //!   never carries ownership; it only tells the owner to reconcile its wheel
 //!   with a slot's state word, so messages that arrive late, twice, or out of
 //!   order are harmless. Deadlines travel in messages tagged with the arming

@@ -157,9 +157,9 @@ impl Shard {
             let due = unsafe { self.core(|core| core.wheel.poll(now)) };
             match due {
                 Some(expired) => {
-                    if unsafe { self.expire(inner, shard, expired.value, expired.deadline, now) } {
-                        polled.fired += 1;
-                    }
+                    let ran =
+                        unsafe { self.expire(inner, shard, expired.value, expired.deadline, now) };
+                    polled.fired += usize::from(ran);
                 }
                 None if self.intake.is_empty() => {
                     // SAFETY: the caller owns the shard.
