@@ -8,7 +8,7 @@ OUT_DIR defaults to benches/plots. Needs only python3: the plots are SVG
 written by hand (log-log axes, one line per implementation), so no plotting
 library has to be installed. For every benchmark group (for example
 "table2/start" or "peers/insert_cancel") it writes OUT_DIR/<group>.svg and
-prints a markdown table of mean time per operation, with each
+prints a markdown table of median time per operation, with each
 implementation's ratio to tickwheel ("tickwheel" or "7-hierarchical").
 """
 
@@ -35,7 +35,7 @@ def load(root):
             estimates = json.load(f)
         n = int(bench.get("value_str") or 0)
         groups[bench["group_id"]][bench["function_id"]][n] = \
-            estimates["mean"]["point_estimate"]
+            estimates["median"]["point_estimate"]
     return groups
 
 
@@ -92,7 +92,7 @@ def svg(group, series):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{left}" y="22" font-size="15">{group}: mean time per operation</text>']
+           f'<text x="{left}" y="22" font-size="15">{group}: median time per operation</text>']
     for e in range(x0, x1 + 1):
         x = left + (e - x0) / (x1 - x0) * pw
         out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#ddd"/>')
