@@ -75,7 +75,14 @@ impl Expiry<'_> {
     /// # Errors
     /// [`TimerError::Shutdown`] after shutdown.
     pub fn restart(&mut self, delay: Duration) -> Result<Restart, TimerError> {
-        self.inner.restart_own(self.id, delay)
+        self.inner.restart(self.id, delay)
+    }
+
+    /// Stops this timer: returns [`Stop::Running`] (it is running: this
+    /// call) and a periodic timer is not re-armed. Works even if its handle
+    /// was given up with [`Timer::forget`].
+    pub fn stop(&mut self) -> Stop {
+        self.inner.stop(self.id)
     }
 
     /// Starts another timer (on this shard unless `spec` says otherwise).

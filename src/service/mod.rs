@@ -390,7 +390,20 @@ impl Inner {
     fn live(&self, id: TimerId) -> Option<(&Slot, Word)> {
         let slot = self.arena.get(id.index())?;
         let word = slot.load(Ordering::Acquire);
-        (word.gen() == id.gen() && word.is(HANDLE)).then_some((slot, word))
+        self.addressable(id, word).then_some((slot, word))
+    }
+
+    /// May `id` act on a slot whose word is `word`? Yes if it is the slot's
+    /// current incarnation and a handle holds it, or if this thread is
+    /// running that very timer's callback (a timer whose handle was given up
+    /// can still stop or restart itself; the running callback keeps the slot
+    /// alive).
+    fn addressable(&self, id: TimerId, word: Word) -> bool {
+        word.gen() == id.gen()
+            && (word.is(HANDLE)
+                || (word.is(RUNNING)
+                    && RUNNING_CALLBACK.with(|running| running.get())
+                        == (self.address(), id.to_raw())))
     }
 
     /// `true` while `id` names a live handle (for the C ABI, which tells a
@@ -469,7 +482,7 @@ impl Inner {
                     }
                     return outcome;
                 }
-                Err(actual) if actual.gen() == id.gen() && actual.is(HANDLE) => word = actual,
+                Err(actual) if self.addressable(id, actual) => word = actual,
                 Err(_) => return Stop::Inactive,
             }
         }
@@ -524,46 +537,8 @@ impl Inner {
                     );
                     return Ok(outcome);
                 }
-                Err(actual) if actual.gen() == id.gen() && actual.is(HANDLE) => word = actual,
+                Err(actual) if self.addressable(id, actual) => word = actual,
                 Err(_) => return Err(TimerError::StaleKey),
-            }
-        }
-    }
-
-    /// RESTART from the timer's own callback: allowed even when its handle
-    /// was given up, since the running callback keeps the slot alive.
-    pub(crate) fn restart_own(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
-        if self.is_shut_down() {
-            return Err(TimerError::Shutdown);
-        }
-        let slot = self.arena.get(id.index()).ok_or(TimerError::StaleKey)?;
-        let deadline = self.deadline_after(delay);
-        let mut word = slot.load(Ordering::Acquire);
-        loop {
-            if word.gen() != id.gen() || !word.is(RUNNING) {
-                return Err(TimerError::StaleKey);
-            }
-            let outcome = if word.is_armed() {
-                Restart::Moved
-            } else {
-                Restart::Rearmed
-            };
-            let new = word.with_arm(ARMED).next_seq();
-            let shard = slot.shard.load(Ordering::Relaxed) as usize;
-            match slot.cas(word, new) {
-                Ok(_) => {
-                    let arm = Some((new.seq(), deadline));
-                    self.send(
-                        shard,
-                        Message {
-                            index: id.index(),
-                            gen: id.gen(),
-                            arm,
-                        },
-                    );
-                    return Ok(outcome);
-                }
-                Err(actual) => word = actual,
             }
         }
     }
@@ -608,7 +583,7 @@ impl Inner {
                     );
                     return;
                 }
-                Err(actual) if actual.gen() == id.gen() && actual.is(HANDLE) => word = actual,
+                Err(actual) if self.addressable(id, actual) => word = actual,
                 Err(_) => return,
             }
         }

@@ -12,7 +12,9 @@
 //!
 //! # Who may change what
 //!
-//! * Any thread holding a handle (its `gen` matches and `HANDLE` is set) may CAS:
+//! * Any thread holding a handle (its `gen` matches and `HANDLE` is set), and
+//!   a timer's own callback while it runs (`RUNNING`, even without a handle),
+//!   may CAS:
 //!   - STOP: `ARMED -> CANCELLED` (returns `Cancelled`; the linearisation point
 //!     of "this arming will never run"), or, while `RUNNING`, bump `seq`
 //!     (returns `Running` and cancels a periodic continuation);
