@@ -16,6 +16,7 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
 mod error;
+pub mod ffi;
 pub mod schemes;
 pub mod service;
 pub mod sim;

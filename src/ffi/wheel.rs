@@ -1,0 +1,426 @@
+//! `tw_wheel`: the single-threaded hierarchical wheel, for C code that
+//! drives its own time. Payloads are `void *` that the wheel never reads.
+//!
+//! The wheel sits in an `UnsafeCell` and every function takes a fresh,
+//! short borrow of it. `tw_wheel_advance` holds none while it calls the C
+//! callback, so that callback may schedule, cancel and reschedule on the same
+//! wheel; only advancing, clearing or freeing it from there is refused.
+
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::c_void;
+
+use super::{arg, boundary, boundary_void, out, out_opt, put, put_opt, tw_result};
+use crate::{TimerKey, Wheel};
+
+/// A single-threaded hierarchical timing wheel of `void *` payloads, with
+/// time counted in ticks (`uint64_t`) that the caller advances. Keys are
+/// `uint64_t` values carrying a generation, never 0: a stale key returns
+/// `TW_STALE_HANDLE`, never another timer. Not thread-safe: use one wheel
+/// from one thread at a time.
+#[allow(non_camel_case_types)]
+pub struct tw_wheel {
+    wheel: UnsafeCell<Wheel<*mut c_void>>,
+    /// Set while `tw_wheel_advance` or `tw_wheel_clear` runs.
+    advancing: Cell<bool>,
+}
+
+/// A wheel key as C sees it: the raw key plus one, so that 0 is never a
+/// valid key (raw `u64::MAX` has slot index `u32::MAX`, which the wheel
+/// never uses), as for service timer handles.
+fn key_to_c(key: TimerKey) -> u64 {
+    key.to_raw().wrapping_add(1)
+}
+
+fn key_from_c(key: u64) -> TimerKey {
+    TimerKey::from_raw(key.wrapping_sub(1))
+}
+
+impl std::fmt::Debug for tw_wheel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("tw_wheel")
+            .field("advancing", &self.advancing.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl tw_wheel {
+    /// Runs `f` on the wheel.
+    fn with<R>(&self, f: impl FnOnce(&mut Wheel<*mut c_void>) -> R) -> R {
+        // SAFETY: a `tw_wheel` is used by one thread at a time (documented),
+        // and no borrow of the wheel outlives a call of `with`: `advance`
+        // drops its borrow before calling into C, so a callback that calls
+        // back in gets the only live borrow.
+        f(unsafe { &mut *self.wheel.get() })
+    }
+
+    /// Marks the wheel as advancing for the life of the returned guard;
+    /// `TW_REENTRANT` if it already is.
+    fn enter(&self) -> Result<impl Drop + '_, tw_result> {
+        if self.advancing.replace(true) {
+            return Err(tw_result::TW_REENTRANT);
+        }
+        struct Leave<'a>(&'a Cell<bool>);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.set(false);
+            }
+        }
+        Ok(Leave(&self.advancing))
+    }
+}
+
+/// Called by `tw_wheel_advance` with each expired timer (its key, now stale;
+/// its deadline tick, which `tw_wheel_now` reads during the call; its
+/// payload), and by `tw_wheel_clear` with each removed one. It may schedule,
+/// cancel and reschedule on the same wheel, but not advance, clear or free
+/// it (`TW_REENTRANT` / ignored). It must not unwind.
+#[allow(non_camel_case_types)]
+pub type tw_wheel_expired_fn = Option<
+    unsafe extern "C" fn(ctx: *mut c_void, key: u64, deadline_tick: u64, payload: *mut c_void),
+>;
+
+/// Creates an empty wheel whose time is `start_tick` and writes it to
+/// `*wheel_out`.
+///
+/// Thread safety: may be called from any thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_new(start_tick: u64, wheel_out: *mut *mut tw_wheel) -> tw_result {
+    boundary(|| {
+        let wheel_out = out(wheel_out)?;
+        let wheel = Box::new(tw_wheel {
+            wheel: UnsafeCell::new(Wheel::starting_at(start_tick)),
+            advancing: Cell::new(false),
+        });
+        // SAFETY: checked by `out`.
+        unsafe { put(wheel_out, Box::into_raw(wheel)) };
+        Ok(())
+    })
+}
+
+/// Frees the wheel. `NULL` does nothing. Payloads still armed are not
+/// touched (use `tw_wheel_clear` first to get them back). Called from inside
+/// the wheel's own advance or clear callback it does nothing.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_free(wheel: *mut tw_wheel) {
+    boundary_void(|| {
+        if wheel.is_null() {
+            return;
+        }
+        // SAFETY: non-null; came from `tw_wheel_new` (caller's contract).
+        if unsafe { &*wheel }.advancing.get() {
+            return;
+        }
+        // SAFETY: as above, and no borrow of it is live (not advancing).
+        drop(unsafe { Box::from_raw(wheel) });
+    })
+}
+
+/// Arms a timer due at tick `deadline_tick` (a deadline at or before
+/// `tw_wheel_now` is due at once: the next advance returns it) carrying
+/// `payload`, and writes its key to `*key_out`. O(1).
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_schedule(
+    wheel: *const tw_wheel,
+    deadline_tick: u64,
+    payload: *mut c_void,
+    key_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let key_out = out(key_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let key = wheel.with(|w| w.insert_at(deadline_tick, payload));
+        // SAFETY: checked by `out`.
+        unsafe { put(key_out, key_to_c(key)) };
+        Ok(())
+    })
+}
+
+/// Arms a timer due at some tick from `earliest_tick` to `latest_tick`
+/// (inclusive; clamped to now), chosen by the wheel to save work: the tick
+/// with the most trailing zero bits, so it needs the fewest cascades and
+/// timers with overlapping windows share a tick. Writes its key to
+/// `*key_out`. Returns `TW_INVALID_RANGE` when `earliest_tick > latest_tick`.
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_schedule_in_range(
+    wheel: *const tw_wheel,
+    earliest_tick: u64,
+    latest_tick: u64,
+    payload: *mut c_void,
+    key_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let key_out = out(key_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let key = wheel.with(|w| w.insert_at_in_range(earliest_tick..=latest_tick, payload))?;
+        // SAFETY: checked by `out`.
+        unsafe { put(key_out, key_to_c(key)) };
+        Ok(())
+    })
+}
+
+/// Moves an armed timer to `deadline_tick` (clamped to now); its key stays
+/// valid. Returns `TW_STALE_HANDLE` if it already expired or was cancelled.
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_reschedule(
+    wheel: *const tw_wheel,
+    key: u64,
+    deadline_tick: u64,
+) -> tw_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        wheel.with(|w| w.reschedule_at(key_from_c(key), deadline_tick))?;
+        Ok(())
+    })
+}
+
+/// Disarms a timer and writes its payload to `*payload_out` (may be NULL).
+/// Returns `TW_STALE_HANDLE` (and writes nothing) if it already expired or
+/// was cancelled. O(1).
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_cancel(
+    wheel: *const tw_wheel,
+    key: u64,
+    payload_out: *mut *mut c_void,
+) -> tw_result {
+    boundary(|| {
+        let payload_out = out_opt(payload_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let payload = wheel
+            .with(|w| w.cancel(key_from_c(key)))
+            .ok_or(tw_result::TW_STALE_HANDLE)?;
+        // SAFETY: checked by `out_opt`.
+        unsafe { put_opt(payload_out, payload) };
+        Ok(())
+    })
+}
+
+/// Advances the wheel's time to `target_tick`, calling `callback(ctx, key,
+/// deadline, payload)` for each timer that comes due, in deadline order (arm
+/// order within a tick), at most `max` of them. Writes how many expired to
+/// `*expired_out` and whether the target was reached with nothing left due
+/// to `*complete_out` (both may be NULL). When the cap stopped it, call
+/// again to go on exactly where it stopped. A target before now counts as
+/// now.
+///
+/// Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
+/// the wheel's own callback.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_advance(
+    wheel: *const tw_wheel,
+    target_tick: u64,
+    max: usize,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+) -> tw_result {
+    boundary(|| {
+        let expired_out = out_opt(expired_out)?;
+        let complete_out = out_opt(complete_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let callback = callback.ok_or(tw_result::TW_NULL_POINTER)?;
+        let _advancing = wheel.enter()?;
+        // The loop of `Wheel::advance`, written out so that no borrow of the
+        // wheel is live while C runs.
+        let target = target_tick.max(wheel.with(|w| w.now()));
+        let mut expired = 0;
+        let mut complete = true;
+        while expired < max {
+            match wheel.with(|w| w.poll(target)) {
+                Some(timer) => {
+                    expired += 1;
+                    // SAFETY: the caller's function and context; the header
+                    // forbids unwinding.
+                    unsafe { callback(ctx, key_to_c(timer.key), timer.deadline, timer.value) };
+                }
+                None => break,
+            }
+        }
+        if expired == max {
+            complete = wheel.with(|w| {
+                let done = w.next_deadline().is_none_or(|d| d > target);
+                if done {
+                    // Cannot expire anything: nothing is due by `target`.
+                    let none = w.poll(target);
+                    debug_assert!(none.is_none());
+                }
+                done
+            });
+        }
+        // SAFETY: checked by `out_opt`.
+        unsafe {
+            put_opt(expired_out, expired);
+            put_opt(complete_out, complete);
+        }
+        Ok(())
+    })
+}
+
+/// Removes every armed timer, calling `callback(ctx, key, deadline,
+/// payload)` for each (in no particular order), so their payloads can be
+/// freed. Time does not move. Timers the callback schedules stay armed.
+///
+/// Thread safety: the wheel's thread; `TW_REENTRANT` from its callbacks.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_clear(
+    wheel: *const tw_wheel,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+) -> tw_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let callback = callback.ok_or(tw_result::TW_NULL_POINTER)?;
+        let _clearing = wheel.enter()?;
+        let removed: Vec<(TimerKey, u64, *mut c_void)> = wheel.with(|w| {
+            let armed: Vec<(TimerKey, u64)> = w.iter().map(|(key, at, _)| (key, at)).collect();
+            armed
+                .into_iter()
+                .filter_map(|(key, at)| Some((key, at, w.cancel(key)?)))
+                .collect()
+        });
+        for (key, at, payload) in removed {
+            // SAFETY: the caller's function and context; must not unwind.
+            unsafe { callback(ctx, key_to_c(key), at, payload) };
+        }
+        Ok(())
+    })
+}
+
+/// Writes the number of ticks from now until the next timer is due, at
+/// most `cap`, to `*ticks_out`: 0 when one is due now, `cap` when nothing is
+/// armed. O(levels).
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_ticks_to_next_event(
+    wheel: *const tw_wheel,
+    cap: u64,
+    ticks_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let ticks_out = out(ticks_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let ticks = wheel.with(|w| w.ticks_to_next_event(cap));
+        // SAFETY: checked by `out`.
+        unsafe { put(ticks_out, ticks) };
+        Ok(())
+    })
+}
+
+/// Writes the wheel's current tick to `*tick_out` (during an advance
+/// callback: the expiring timer's deadline).
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_now(wheel: *const tw_wheel, tick_out: *mut u64) -> tw_result {
+    boundary(|| {
+        let tick_out = out(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let now = wheel.with(|w| w.now());
+        // SAFETY: checked by `out`.
+        unsafe { put(tick_out, now) };
+        Ok(())
+    })
+}
+
+/// Writes the number of armed timers to `*len_out`.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_len(wheel: *const tw_wheel, len_out: *mut usize) -> tw_result {
+    boundary(|| {
+        let len_out = out(len_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let len = wheel.with(|w| w.len());
+        // SAFETY: checked by `out`.
+        unsafe { put(len_out, len) };
+        Ok(())
+    })
+}
