@@ -1,0 +1,932 @@
+/* C11 tests of the tickwheel C ABI: every function, the bad inputs, and
+ * callbacks that stop, restart and free their own timer.
+ *
+ * Timing tests use an embedded service on a manual clock, so they are exact
+ * and do not depend on the machine's speed; a few tests use driver threads
+ * and real time, with generous waits. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+
+#define MS 1000000ull
+
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- callbacks ---------------------------------------------------------- */
+
+/* A context that records what happened to one timer. */
+typedef struct record {
+    atomic_int fired;
+    atomic_int freed;
+    tw_expiry last;
+    uint64_t overruns_sum;
+    /* What the callback should do to its own timer. */
+    int action;
+    const tw_service *service;
+    const tw_shard *shard;
+    uint64_t other;
+    tw_result seen;
+    int seen_outcome;
+    int freed_when_called;
+} record;
+
+enum {
+    ACT_NONE,
+    ACT_STOP_SELF,
+    ACT_STOP_SYNC_SELF,
+    ACT_RESTART_SELF,
+    ACT_FREE_SELF,
+    ACT_POLL_OWN_SHARD,
+    ACT_STOP_OTHER,
+    ACT_FREE_OTHER,
+    ACT_START_OTHER,
+    ACT_SLEEP_50MS,
+};
+
+static void on_fire(void *ctx, const tw_expiry *expiry) {
+    record *r = ctx;
+    int n = atomic_fetch_add(&r->fired, 1) + 1;
+    r->last = *expiry;
+    r->overruns_sum += expiry->overruns;
+    r->freed_when_called = atomic_load(&r->freed);
+    switch (r->action) {
+    case ACT_STOP_SELF: {
+        tw_stop outcome = TW_STOP_CANCELLED;
+        r->seen = tw_timer_stop(r->service, expiry->timer, &outcome);
+        r->seen_outcome = (int)outcome;
+        break;
+    }
+    case ACT_STOP_SYNC_SELF: {
+        tw_stop_sync outcome = TW_STOP_SYNC_CANCELLED;
+        r->seen = tw_timer_stop_sync(r->service, expiry->timer, &outcome);
+        r->seen_outcome = (int)outcome;
+        break;
+    }
+    case ACT_RESTART_SELF:
+        if (n < 3) {
+            tw_restart outcome = TW_RESTART_MOVED;
+            r->seen = tw_timer_restart(r->service, expiry->timer, 2 * MS, &outcome);
+            r->seen_outcome = (int)outcome;
+        }
+        break;
+    case ACT_FREE_SELF:
+        r->seen = tw_timer_free(r->service, expiry->timer);
+        break;
+    case ACT_POLL_OWN_SHARD: {
+        size_t fired = 0;
+        int ms = 0;
+        r->seen = tw_shard_poll(r->shard, &fired);
+        CHECK_RESULT(tw_shard_next_timeout_ms(r->shard, &ms), TW_REENTRANT);
+        CHECK_RESULT(tw_shard_release((tw_shard *)r->shard), TW_REENTRANT);
+        break;
+    }
+    case ACT_STOP_OTHER: {
+        tw_stop outcome = TW_STOP_INACTIVE;
+        r->seen = tw_timer_stop(r->service, r->other, &outcome);
+        r->seen_outcome = (int)outcome;
+        break;
+    }
+    case ACT_FREE_OTHER:
+        r->seen = tw_timer_free(r->service, r->other);
+        break;
+    case ACT_START_OTHER:
+        r->seen = tw_timer_start(r->service, 1 * MS, on_fire, r + 1, &r->other);
+        break;
+    case ACT_SLEEP_50MS:
+        sleep_ms(50);
+        break;
+    default:
+        break;
+    }
+}
+
+static void free_record(void *ctx) {
+    record *r = ctx;
+    atomic_fetch_add(&r->freed, 1);
+}
+
+static atomic_int heap_frees;
+static void free_heap(void *ctx) {
+    free(ctx);
+    atomic_fetch_add(&heap_frees, 1);
+}
+
+static void reset(record *r, int n) {
+    for (int i = 0; i < n; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        atomic_init(&r[i].fired, 0);
+        atomic_init(&r[i].freed, 0);
+    }
+}
+
+/* An embedded service on a manual clock with 1 ms ticks, shard 0 claimed. */
+typedef struct fixture {
+    tw_service *service;
+    tw_shard *shard;
+} fixture;
+
+static atomic_int wakes;
+static atomic_size_t last_woken;
+static void on_wake(void *ctx, size_t shard) {
+    CHECK(ctx == (void *)&wakes);
+    atomic_store(&last_woken, shard);
+    atomic_fetch_add(&wakes, 1);
+}
+
+static fixture manual(size_t shards) {
+    fixture f = {NULL, NULL};
+    tw_service_config config = {0};
+    config.shards = shards;
+    config.tick_ns = 1 * MS;
+    config.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_MANUAL_CLOCK;
+    config.wake = on_wake;
+    config.wake_ctx = &wakes;
+    CHECK_OK(tw_service_new(&config, &f.service));
+    CHECK_OK(tw_shard_claim(f.service, 0, &f.shard));
+    return f;
+}
+
+static void done(fixture f) {
+    CHECK_OK(tw_shard_release(f.shard));
+    tw_service_free(f.service);
+}
+
+static size_t advance(fixture f, uint64_t ns) {
+    size_t fired = 99;
+    CHECK_OK(tw_service_advance_clock(f.service, ns));
+    CHECK_OK(tw_shard_poll(f.shard, &fired));
+    return fired;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void test_results(void) {
+    static const char *names[] = {
+        "TW_OK", "TW_NULL_POINTER", "TW_INVALID_ARGUMENT", "TW_STALE_HANDLE",
+        "TW_INVALID_RANGE", "TW_INVALID_PERIOD", "TW_SHUTDOWN", "TW_SHARD_OUT_OF_RANGE",
+        "TW_SHARD_CLAIMED", "TW_REENTRANT", "TW_INVALID_CONFIG", "TW_WRONG_THREAD",
+        "TW_NOT_MANUAL_CLOCK", "TW_PANIC",
+    };
+    for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        CHECK(strcmp(tw_result_str(i), names[i]) == 0);
+        CHECK(strlen(tw_result_describe(i)) > 0);
+    }
+    CHECK(TW_PANIC == 13 && TW_STALE_HANDLE == 3);
+    CHECK(strcmp(tw_result_str(14), "TW_UNKNOWN") == 0);
+    CHECK(strcmp(tw_result_str(UINT32_MAX), "TW_UNKNOWN") == 0);
+    CHECK(tw_result_describe(UINT32_MAX) != NULL);
+}
+
+static void test_config(void) {
+    tw_service *service = NULL;
+    size_t count = 0;
+    uint64_t tick = 0;
+    CHECK_RESULT(tw_service_new(NULL, NULL), TW_NULL_POINTER);
+
+    /* NULL config and an all-zero config both mean the defaults. */
+    CHECK_OK(tw_service_new(NULL, &service));
+    CHECK_OK(tw_service_shard_count(service, &count));
+    CHECK_OK(tw_service_tick_ns(service, &tick));
+    CHECK(count >= 1 && tick == 1 * MS);
+    CHECK_RESULT(tw_service_advance_clock(service, MS), TW_NOT_MANUAL_CLOCK);
+    tw_shard *shard = NULL;
+    CHECK_RESULT(tw_shard_claim(service, 0, &shard), TW_SHARD_CLAIMED);
+    CHECK(shard == NULL);
+    tw_service_free(service);
+
+    tw_service_config config = {0};
+    service = NULL;
+    CHECK_OK(tw_service_new(&config, &service));
+    tw_service_free(service);
+
+    config.shards = 3;
+    config.tick_ns = 100000;
+    config.flags = TW_SERVICE_PIN_THREADS;
+    CHECK_OK(tw_service_new(&config, &service));
+    CHECK_OK(tw_service_shard_count(service, &count));
+    CHECK_OK(tw_service_tick_ns(service, &tick));
+    CHECK(count == 3 && tick == 100000);
+    tw_service_free(service);
+
+    tw_service *untouched = (tw_service *)&config;
+    tw_service_config bad = {0};
+    bad.flags = 1u << 7;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
+    CHECK(untouched == (tw_service *)&config);
+    bad.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_PIN_THREADS;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
+    bad.flags = 0;
+    bad.wake = on_wake;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
+    bad.wake = NULL;
+    bad.shards = 5000;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_CONFIG);
+    bad.shards = 1;
+    bad.tick_ns = 1;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_CONFIG);
+    bad.tick_ns = UINT64_MAX;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_CONFIG);
+    CHECK(untouched == (tw_service *)&config);
+    tw_service_free(NULL);
+}
+
+static void test_null_arguments(void) {
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    size_t n = 0;
+    uint64_t u = 0;
+    int ms = 0;
+    bool armed = false;
+    tw_timer_spec spec = {0};
+
+    CHECK_RESULT(tw_timer_start(NULL, 0, on_fire, r, &timer), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_start(f.service, 0, NULL, r, &timer), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_start(f.service, 0, on_fire, r, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_start_periodic(NULL, MS, on_fire, r, &timer), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_start_periodic(f.service, MS, on_fire, r, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_start_within(NULL, 0, MS, on_fire, r, &timer), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_start_within(f.service, 0, MS, NULL, r, &timer), TW_NULL_POINTER);
+    /* A failing tw_timer_schedule still frees its ctx, whatever the error. */
+    CHECK_RESULT(tw_timer_schedule(NULL, &spec, on_fire, r, free_record, &timer),
+                 TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_schedule(f.service, NULL, on_fire, r, free_record, &timer),
+                 TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_schedule(f.service, &spec, NULL, r, free_record, &timer),
+                 TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, NULL),
+                 TW_NULL_POINTER);
+    CHECK(atomic_load(&r->freed) == 4);
+    CHECK(timer == 0);
+
+    CHECK_OK(tw_timer_start(f.service, MS, on_fire, r, &timer));
+    CHECK_RESULT(tw_timer_stop(NULL, timer, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_stop_sync(NULL, timer, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_restart(NULL, timer, MS, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_is_armed(NULL, timer, &armed), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_is_armed(f.service, timer, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_free(NULL, timer), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_forget(NULL, timer), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_shard_count(NULL, &n), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_shard_count(f.service, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_tick_ns(NULL, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_tick_ns(f.service, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_advance_clock(NULL, MS), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_shutdown(NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_claim(NULL, 0, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_claim(f.service, 0, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_poll(NULL, &n), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_next_deadline_ns(NULL, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_next_deadline_ns(f.shard, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_next_timeout_ms(NULL, &ms), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_next_timeout_ms(f.shard, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_index(NULL, &n), TW_NULL_POINTER);
+    CHECK_RESULT(tw_shard_index(f.shard, NULL), TW_NULL_POINTER);
+    CHECK_OK(tw_shard_release(NULL));
+    /* Outcome outputs may be NULL. */
+    CHECK_OK(tw_timer_restart(f.service, timer, MS, NULL));
+    CHECK_OK(tw_timer_stop(f.service, timer, NULL));
+    CHECK_OK(tw_timer_stop_sync(f.service, timer, NULL));
+    CHECK_OK(tw_shard_poll(f.shard, NULL));
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    CHECK_RESULT(tw_wheel_new(0, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_schedule(NULL, 0, NULL, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_schedule_in_range(NULL, 0, 1, NULL, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_reschedule(NULL, 1, 1), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_cancel(NULL, 1, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_advance(NULL, 1, 1, NULL, NULL, NULL, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_clear(NULL, NULL, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_ticks_to_next_event(NULL, 1, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_now(NULL, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_len(NULL, &n), TW_NULL_POINTER);
+    tw_wheel_free(NULL);
+    done(f);
+}
+
+static void test_one_shot_on_time(void) {
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0, ns = 0;
+    int ms = 0;
+    size_t index = 9;
+    CHECK_OK(tw_shard_index(f.shard, &index));
+    CHECK(index == 0);
+    CHECK_OK(tw_shard_next_timeout_ms(f.shard, &ms));
+    CHECK(ms == -1);
+    CHECK_OK(tw_shard_next_deadline_ns(f.shard, &ns));
+    CHECK(ns == UINT64_MAX);
+
+    CHECK_OK(tw_timer_start(f.service, 5 * MS, on_fire, r, &timer));
+    CHECK(timer != 0);
+    bool armed = false;
+    CHECK_OK(tw_timer_is_armed(f.service, timer, &armed));
+    CHECK(armed);
+    CHECK_OK(tw_shard_next_deadline_ns(f.shard, &ns));
+    CHECK(ns == 5 * MS);
+    CHECK_OK(tw_service_advance_clock(f.service, MS / 2));
+    CHECK_OK(tw_shard_next_timeout_ms(f.shard, &ms));
+    CHECK(ms == 5); /* 4.5 ms rounds up: never early */
+    CHECK(advance(f, 4 * MS) == 0); /* 4.5 ms: not yet */
+    CHECK(advance(f, MS / 2) == 1); /* 5 ms: on time */
+    CHECK(atomic_load(&r->fired) == 1);
+    CHECK(r->last.timer == timer && r->last.shard == 0);
+    CHECK(r->last.deadline_tick == 5 && r->last.poll_tick == 5 && r->last.lateness_ns == 0);
+    CHECK_OK(tw_timer_is_armed(f.service, timer, &armed));
+    CHECK(!armed);
+
+    tw_stop stop = TW_STOP_CANCELLED;
+    CHECK_OK(tw_timer_stop(f.service, timer, &stop));
+    CHECK(stop == TW_STOP_FIRED);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    /* Stale from now on: every use is refused and touches nothing. */
+    stop = TW_STOP_CANCELLED;
+    CHECK_RESULT(tw_timer_stop(f.service, timer, &stop), TW_STALE_HANDLE);
+    CHECK(stop == TW_STOP_CANCELLED);
+    CHECK_RESULT(tw_timer_stop_sync(f.service, timer, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_restart(f.service, timer, MS, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_is_armed(f.service, timer, &armed), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_free(f.service, timer), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_forget(f.service, timer), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_stop(f.service, 0, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_stop(f.service, UINT64_MAX, NULL), TW_STALE_HANDLE);
+
+    /* A new timer may reuse the slot; the old handle still does not reach it. */
+    uint64_t next = 0;
+    CHECK_OK(tw_timer_start(f.service, 5 * MS, on_fire, r, &next));
+    CHECK(next != timer);
+    CHECK_RESULT(tw_timer_stop(f.service, timer, NULL), TW_STALE_HANDLE);
+    CHECK_OK(tw_timer_is_armed(f.service, next, &armed));
+    CHECK(armed);
+    CHECK_OK(tw_timer_free(f.service, next));
+    CHECK(advance(f, 10 * MS) == 0);
+    done(f);
+}
+
+static void test_zero_and_huge_delays(void) {
+    fixture f = manual(1);
+    record r[2];
+    reset(r, 2);
+    uint64_t zero = 0, huge = 0, ns = 0;
+    CHECK(advance(f, 5 * MS) == 0);
+    CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &zero));
+    CHECK(atomic_load(&r[0].fired) == 0); /* never inside start */
+    CHECK(advance(f, 0) == 0);            /* not at the tick already processed */
+    CHECK(advance(f, MS) == 1);           /* the next tick */
+    CHECK(atomic_load(&r[0].fired) == 1);
+
+    CHECK_OK(tw_timer_start(f.service, UINT64_MAX, on_fire, &r[1], &huge));
+    CHECK_OK(tw_shard_next_deadline_ns(f.shard, &ns));
+    CHECK(ns > (uint64_t)1 << 62);
+    CHECK(advance(f, 3600000 * MS) == 0);
+    CHECK(advance(f, UINT64_MAX / 4) == 0);
+    tw_stop stop = TW_STOP_INACTIVE;
+    CHECK_OK(tw_timer_stop(f.service, huge, &stop));
+    CHECK(stop == TW_STOP_CANCELLED);
+    CHECK(atomic_load(&r[1].fired) == 0);
+    CHECK_OK(tw_timer_free(f.service, zero));
+    CHECK_OK(tw_timer_free(f.service, huge));
+    done(f);
+}
+
+static void test_double_stop_and_restart(void) {
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    tw_stop stop = TW_STOP_FIRED;
+    tw_restart restart = TW_RESTART_REARMED;
+    CHECK_OK(tw_timer_start(f.service, 10 * MS, on_fire, r, &timer));
+    CHECK_OK(tw_timer_stop(f.service, timer, &stop));
+    CHECK(stop == TW_STOP_CANCELLED);
+    CHECK_OK(tw_timer_stop(f.service, timer, &stop));
+    CHECK(stop == TW_STOP_INACTIVE);
+    tw_stop_sync sync = TW_STOP_SYNC_FIRED;
+    CHECK_OK(tw_timer_stop_sync(f.service, timer, &sync));
+    CHECK(sync == TW_STOP_SYNC_INACTIVE);
+    CHECK(advance(f, 20 * MS) == 0);
+
+    CHECK_OK(tw_timer_restart(f.service, timer, 10 * MS, &restart));
+    CHECK(restart == TW_RESTART_REARMED);
+    CHECK_OK(tw_timer_restart(f.service, timer, 20 * MS, &restart));
+    CHECK(restart == TW_RESTART_MOVED);
+    CHECK(advance(f, 15 * MS) == 0); /* moved later: not at the old deadline */
+    CHECK(advance(f, 5 * MS) == 1);
+    CHECK(r->last.deadline_tick == 40);
+    CHECK_OK(tw_timer_restart(f.service, timer, 0, &restart));
+    CHECK(restart == TW_RESTART_REARMED);
+    CHECK(advance(f, MS) == 1);
+    CHECK(atomic_load(&r->fired) == 2);
+
+    /* stop_sync cancelling an armed timer. */
+    CHECK_OK(tw_timer_restart(f.service, timer, 5 * MS, NULL));
+    CHECK_OK(tw_timer_stop_sync(f.service, timer, &sync));
+    CHECK(sync == TW_STOP_SYNC_CANCELLED);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    done(f);
+}
+
+static void test_periodic_and_ranges(void) {
+    fixture f = manual(1);
+    record r[3];
+    reset(r, 3);
+    uint64_t periodic = 0, within = 0, bad = 0;
+    CHECK_RESULT(tw_timer_start_periodic(f.service, 0, on_fire, r, &bad), TW_INVALID_PERIOD);
+    CHECK_RESULT(tw_timer_start_within(f.service, 2 * MS, MS, on_fire, r, &bad),
+                 TW_INVALID_RANGE);
+    CHECK(bad == 0);
+
+    CHECK_OK(tw_timer_start_periodic(f.service, 3 * MS, on_fire, &r[0], &periodic));
+    CHECK(advance(f, 3 * MS) == 1);
+    CHECK(advance(f, 3 * MS) == 1);
+    CHECK(r[0].last.deadline_tick == 6 && r[0].last.overruns == 0);
+    /* Late by three periods (9, 12 and 15 due at once): not fired three
+     * times in a burst. Missed periods are counted as overruns, and the
+     * timer stays on its grid (no drift): the next expiry is at 18. Each
+     * period 9..18 is either fired or counted as an overrun. */
+    size_t late = advance(f, 9 * MS);
+    CHECK(late >= 1 && late <= 2);
+    size_t fires = late + advance(f, 3 * MS);
+    CHECK(r[0].last.deadline_tick == 18);
+    CHECK(fires + r[0].overruns_sum == 4);
+    tw_stop stop = TW_STOP_FIRED;
+    CHECK_OK(tw_timer_stop(f.service, periodic, &stop));
+    CHECK(stop == TW_STOP_CANCELLED);
+    CHECK(advance(f, 30 * MS) == 0);
+    CHECK_OK(tw_timer_free(f.service, periodic));
+
+    /* Within a window: fires at some tick inside it, never outside. */
+    uint64_t start_tick = 48;
+    CHECK_OK(tw_timer_start_within(f.service, 10 * MS, 20 * MS, on_fire, &r[1], &within));
+    uint64_t steps = 0;
+    while (atomic_load(&r[1].fired) == 0) {
+        CHECK(++steps <= 20);
+        advance(f, MS);
+    }
+    CHECK(r[1].last.deadline_tick >= start_tick + 10 && r[1].last.deadline_tick <= start_tick + 20);
+    CHECK_OK(tw_timer_free(f.service, within));
+
+    /* Burst: every missed period fires, back to back. */
+    tw_timer_spec spec = {0};
+    spec.delay_ns = 2 * MS;
+    spec.period_ns = 2 * MS;
+    spec.flags = TW_TIMER_BURST;
+    uint64_t burst = 0;
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, &r[2], free_record, &burst));
+    CHECK(advance(f, 10 * MS) == 5);
+    CHECK_OK(tw_timer_free(f.service, burst));
+    CHECK(advance(f, MS) == 0);
+    CHECK(atomic_load(&r[2].freed) == 1);
+    done(f);
+}
+
+static void test_schedule_spec(void) {
+    fixture f = manual(2);
+    tw_shard *second = NULL;
+    CHECK_RESULT(tw_shard_claim(f.service, 0, &second), TW_SHARD_CLAIMED);
+    CHECK_RESULT(tw_shard_claim(f.service, 2, &second), TW_SHARD_OUT_OF_RANGE);
+    CHECK_OK(tw_shard_claim(f.service, 1, &second));
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    tw_timer_spec spec = {0};
+    spec.delay_ns = 3 * MS;
+    spec.flags = TW_TIMER_ON_SHARD;
+    spec.shard = 7;
+    CHECK_RESULT(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer),
+                 TW_SHARD_OUT_OF_RANGE);
+    spec.flags = 1u << 9;
+    CHECK_RESULT(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer),
+                 TW_INVALID_ARGUMENT);
+    spec.flags = 0;
+    spec.latest_ns = MS;
+    CHECK_RESULT(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer),
+                 TW_INVALID_RANGE);
+    CHECK(atomic_load(&r->freed) == 3 && timer == 0);
+
+    /* On shard 1, claimed by this thread too. */
+    spec.latest_ns = 0;
+    spec.flags = TW_TIMER_ON_SHARD;
+    spec.shard = 1;
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer));
+    CHECK(advance(f, 3 * MS) == 0); /* shard 0 has nothing */
+    size_t fired = 0;
+    CHECK_OK(tw_shard_poll(second, &fired));
+    CHECK(fired == 1 && r->last.shard == 1);
+    /* The ctx is freed once the handle is freed, not when the timer fires. */
+    CHECK(atomic_load(&r->freed) == 3);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    CHECK_OK(tw_shard_poll(second, NULL));
+    CHECK(atomic_load(&r->freed) == 4);
+
+    /* A range spec, and a forgotten timer: fires once, then its ctx is freed. */
+    spec.delay_ns = 4 * MS;
+    spec.latest_ns = 8 * MS;
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer));
+    CHECK_OK(tw_timer_forget(f.service, timer));
+    CHECK_RESULT(tw_timer_stop(f.service, timer, NULL), TW_STALE_HANDLE);
+    CHECK_OK(tw_service_advance_clock(f.service, 8 * MS));
+    CHECK_OK(tw_shard_poll(second, &fired));
+    CHECK(fired == 1 && atomic_load(&r->fired) == 2 && atomic_load(&r->freed) == 5);
+    CHECK_OK(tw_shard_release(second));
+    done(f);
+}
+
+static void test_callbacks_on_their_own_timer(void) {
+    fixture f = manual(1);
+    record r[2];
+    uint64_t timer = 0;
+    tw_timer_spec spec = {0};
+
+    /* A periodic timer that stops itself: RUNNING, and it does not come back. */
+    reset(r, 2);
+    r[0].action = ACT_STOP_SELF;
+    r[0].service = f.service;
+    CHECK_OK(tw_timer_start_periodic(f.service, 2 * MS, on_fire, &r[0], &timer));
+    CHECK(advance(f, 2 * MS) == 1);
+    CHECK(r[0].seen == TW_OK && r[0].seen_outcome == TW_STOP_RUNNING);
+    CHECK(advance(f, 10 * MS) == 0);
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    /* stop_sync from its own callback returns at once. */
+    reset(r, 2);
+    r[0].action = ACT_STOP_SYNC_SELF;
+    r[0].service = f.service;
+    CHECK_OK(tw_timer_start_periodic(f.service, 2 * MS, on_fire, &r[0], &timer));
+    CHECK(advance(f, 2 * MS) == 1);
+    CHECK(r[0].seen == TW_OK && r[0].seen_outcome == TW_STOP_SYNC_FROM_OWN_CALLBACK);
+    CHECK(advance(f, 10 * MS) == 0);
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    /* A one-shot timer that restarts itself twice: three fires in all. */
+    reset(r, 2);
+    r[0].action = ACT_RESTART_SELF;
+    r[0].service = f.service;
+    CHECK_OK(tw_timer_start(f.service, 2 * MS, on_fire, &r[0], &timer));
+    for (int i = 0; i < 10; i++) {
+        advance(f, MS);
+    }
+    CHECK(atomic_load(&r[0].fired) == 3);
+    CHECK(r[0].seen == TW_OK && r[0].seen_outcome == TW_RESTART_REARMED);
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    /* A timer that frees its own handle: its ctx is freed after it returns. */
+    reset(r, 2);
+    r[0].action = ACT_FREE_SELF;
+    r[0].service = f.service;
+    spec.delay_ns = MS;
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, &r[0], free_record, &timer));
+    CHECK(advance(f, MS) == 1);
+    CHECK(r[0].seen == TW_OK && r[0].freed_when_called == 0);
+    CHECK(atomic_load(&r[0].freed) == 1);
+    CHECK_RESULT(tw_timer_free(f.service, timer), TW_STALE_HANDLE);
+
+    /* Polling its own shard from a callback is refused. */
+    reset(r, 2);
+    r[0].action = ACT_POLL_OWN_SHARD;
+    r[0].shard = f.shard;
+    CHECK_OK(tw_timer_start(f.service, MS, on_fire, &r[0], &timer));
+    CHECK(advance(f, MS) == 1);
+    CHECK(r[0].seen == TW_REENTRANT);
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    /* Callbacks that stop, free and start other timers. */
+    uint64_t victim = 0;
+    reset(r, 2);
+    CHECK_OK(tw_timer_start(f.service, 5 * MS, on_fire, &r[1], &victim));
+    r[0].action = ACT_STOP_OTHER;
+    r[0].service = f.service;
+    r[0].other = victim;
+    CHECK_OK(tw_timer_start(f.service, MS, on_fire, &r[0], &timer));
+    CHECK(advance(f, MS) == 1);
+    CHECK(r[0].seen == TW_OK && r[0].seen_outcome == TW_STOP_CANCELLED);
+    CHECK(advance(f, 10 * MS) == 0 && atomic_load(&r[1].fired) == 0);
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    r[0].action = ACT_FREE_OTHER;
+    r[0].seen = TW_PANIC;
+    CHECK_OK(tw_timer_restart(f.service, victim, 5 * MS, NULL));
+    CHECK_OK(tw_timer_start(f.service, MS, on_fire, &r[0], &timer));
+    CHECK(advance(f, MS) == 1 && r[0].seen == TW_OK);
+    CHECK(advance(f, 10 * MS) == 0 && atomic_load(&r[1].fired) == 0);
+    CHECK_RESULT(tw_timer_free(f.service, victim), TW_STALE_HANDLE);
+    CHECK_OK(tw_timer_free(f.service, timer));
+
+    reset(r, 2);
+    r[0].action = ACT_START_OTHER;
+    r[0].service = f.service;
+    CHECK_OK(tw_timer_start(f.service, MS, on_fire, &r[0], &timer));
+    CHECK(advance(f, MS) == 1 && r[0].seen == TW_OK && r[0].other != 0);
+    CHECK(atomic_load(&r[1].fired) == 0); /* not synchronously */
+    CHECK(advance(f, MS) == 1 && atomic_load(&r[1].fired) == 1);
+    CHECK(r[1].last.shard == 0);
+    CHECK_OK(tw_timer_free(f.service, r[0].other));
+    CHECK_OK(tw_timer_free(f.service, timer));
+    done(f);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+typedef struct other_thread {
+    fixture f;
+    tw_result poll, release, claim, start;
+    uint64_t timer;
+    record *r;
+} other_thread;
+
+static void *from_other_thread(void *arg) {
+    other_thread *t = arg;
+    tw_shard *claim = NULL;
+    t->poll = tw_shard_poll(t->f.shard, NULL);
+    t->release = tw_shard_release(t->f.shard);
+    t->claim = tw_shard_claim(t->f.service, 0, &claim);
+    tw_timer_spec spec = {0};
+    spec.delay_ns = 2 * MS;
+    spec.flags = TW_TIMER_ON_SHARD;
+    t->start = tw_timer_schedule(t->f.service, &spec, on_fire, t->r, NULL, &t->timer);
+    return NULL;
+}
+
+static void test_wrong_thread_and_wake(void) {
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    int ms = 0;
+    CHECK_OK(tw_shard_next_timeout_ms(f.shard, &ms)); /* about to sleep for ever */
+    CHECK(ms == -1);
+    atomic_store(&wakes, 0);
+    other_thread t = {f, TW_OK, TW_OK, TW_OK, TW_OK, 0, r};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, from_other_thread, &t) == 0);
+    CHECK(pthread_join(thread, NULL) == 0);
+    CHECK(t.poll == TW_WRONG_THREAD && t.release == TW_WRONG_THREAD);
+    CHECK(t.claim == TW_SHARD_CLAIMED && t.start == TW_OK);
+    /* The start from the other thread woke the sleeping owner of shard 0. */
+    CHECK(atomic_load(&wakes) >= 1 && atomic_load(&last_woken) == 0);
+    CHECK(advance(f, 2 * MS) == 1);
+    CHECK_OK(tw_timer_free(f.service, t.timer));
+    done(f);
+}
+
+static atomic_int thread_fired;
+static void count_fire(void *ctx, const tw_expiry *expiry) {
+    (void)ctx;
+    (void)expiry;
+    atomic_fetch_add(&thread_fired, 1);
+}
+
+static void test_driver_threads(void) {
+    tw_service_config config = {0};
+    config.shards = 2;
+    tw_service *service = NULL;
+    CHECK_OK(tw_service_new(&config, &service));
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    atomic_store(&thread_fired, 0);
+    CHECK_OK(tw_timer_start(service, 5 * MS, count_fire, NULL, &timer));
+    for (int i = 0; i < 2000 && atomic_load(&thread_fired) == 0; i++) {
+        sleep_ms(1);
+    }
+    CHECK(atomic_load(&thread_fired) == 1);
+    tw_stop stop = TW_STOP_CANCELLED;
+    CHECK_OK(tw_timer_stop(service, timer, &stop));
+    CHECK(stop == TW_STOP_FIRED);
+    CHECK_OK(tw_timer_free(service, timer));
+
+    /* stop_sync waits for a running callback. */
+    r->action = ACT_SLEEP_50MS;
+    CHECK_OK(tw_timer_start(service, MS, on_fire, r, &timer));
+    while (atomic_load(&r->fired) == 0) {
+        sleep_ms(1);
+    }
+    tw_stop_sync sync = TW_STOP_SYNC_CANCELLED;
+    CHECK_OK(tw_timer_stop_sync(service, timer, &sync));
+    CHECK(sync == TW_STOP_SYNC_FIRED);
+    CHECK_OK(tw_timer_free(service, timer));
+
+    /* Freeing a service with timers armed: none runs, every ctx is freed. */
+    atomic_store(&heap_frees, 0);
+    for (int i = 0; i < 100; i++) {
+        tw_timer_spec spec = {0};
+        spec.delay_ns = 3600000 * MS;
+        spec.period_ns = (i % 2) ? MS * 1000 : 0;
+        int *heap = malloc(sizeof *heap);
+        CHECK(heap != NULL);
+        CHECK_OK(tw_timer_schedule(service, &spec, count_fire, heap, free_heap, &timer));
+    }
+    int before = atomic_load(&thread_fired);
+    tw_service_free(service);
+    CHECK(atomic_load(&heap_frees) == 100);
+    CHECK(atomic_load(&thread_fired) == before);
+}
+
+static void test_shutdown(void) {
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0, other = 0;
+    tw_timer_spec spec = {0};
+    spec.delay_ns = 5 * MS;
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer));
+    CHECK_OK(tw_timer_start(f.service, 5 * MS, on_fire, r, &other));
+    CHECK_OK(tw_service_shutdown(f.service));
+    CHECK_OK(tw_service_shutdown(f.service)); /* idempotent */
+    /* The claimed shard is swept at its next poll. */
+    CHECK_RESULT(tw_shard_poll(f.shard, NULL), TW_SHUTDOWN);
+    CHECK(atomic_load(&r->freed) == 1 && atomic_load(&r->fired) == 0);
+    tw_stop stop = TW_STOP_CANCELLED;
+    CHECK_OK(tw_timer_stop(f.service, timer, &stop));
+    CHECK(stop == TW_STOP_INACTIVE);
+    tw_stop_sync sync = TW_STOP_SYNC_CANCELLED;
+    CHECK_OK(tw_timer_stop_sync(f.service, timer, &sync));
+    CHECK(sync == TW_STOP_SYNC_INACTIVE);
+    bool armed = true;
+    CHECK_OK(tw_timer_is_armed(f.service, timer, &armed));
+    CHECK(!armed);
+    CHECK_RESULT(tw_timer_restart(f.service, timer, MS, NULL), TW_SHUTDOWN);
+    CHECK_RESULT(tw_timer_start(f.service, MS, on_fire, r, &other), TW_SHUTDOWN);
+    CHECK_RESULT(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &other),
+                 TW_SHUTDOWN);
+    CHECK(atomic_load(&r->freed) == 2);
+    tw_shard *again = NULL;
+    CHECK_RESULT(tw_shard_claim(f.service, 0, &again), TW_SHUTDOWN);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    done(f);
+
+    /* Freeing the service while a shard is still claimed: the owner's next
+     * poll drops the rest, and the release frees the claim. */
+    f = manual(1);
+    reset(r, 1);
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer));
+    tw_service_free(f.service);
+    CHECK(atomic_load(&r->freed) == 0);
+    CHECK_RESULT(tw_shard_poll(f.shard, NULL), TW_SHUTDOWN);
+    CHECK(atomic_load(&r->freed) == 1 && atomic_load(&r->fired) == 0);
+    CHECK_OK(tw_shard_release(f.shard));
+
+    /* ... or its release does. */
+    f = manual(1);
+    reset(r, 1);
+    CHECK_OK(tw_timer_schedule(f.service, &spec, on_fire, r, free_record, &timer));
+    tw_service_free(f.service);
+    CHECK_OK(tw_shard_release(f.shard));
+    CHECK(atomic_load(&r->freed) == 1 && atomic_load(&r->fired) == 0);
+}
+
+/* ---- the single-threaded wheel ----------------------------------------- */
+
+typedef struct wheel_log {
+    const tw_wheel *wheel;
+    uintptr_t order[64];
+    uint64_t at[64];
+    size_t n;
+    int action;
+    uint64_t victim;
+    tw_result seen[4];
+} wheel_log;
+
+static void on_wheel(void *ctx, uint64_t key, uint64_t deadline, void *payload) {
+    wheel_log *log = ctx;
+    uint64_t now = 0;
+    CHECK(key != 0);
+    CHECK_OK(tw_wheel_now(log->wheel, &now));
+    CHECK(now == deadline);
+    log->order[log->n] = (uintptr_t)payload;
+    log->at[log->n] = deadline;
+    log->n++;
+    if (log->action == 1) {
+        uint64_t k = 0;
+        log->action = 0;
+        /* Schedule (due at once, so later in this same advance), cancel,
+         * reschedule: all allowed. Advancing and clearing are not. */
+        log->seen[0] = tw_wheel_schedule(log->wheel, now, (void *)(uintptr_t)99, &k);
+        log->seen[1] = tw_wheel_cancel(log->wheel, log->victim, NULL);
+        log->seen[2] = tw_wheel_advance(log->wheel, now + 1, 1, on_wheel, log, NULL, NULL);
+        log->seen[3] = tw_wheel_clear(log->wheel, on_wheel, log);
+        tw_wheel_free((tw_wheel *)log->wheel); /* refused: does nothing */
+    }
+}
+
+static void free_payload(void *ctx, uint64_t key, uint64_t deadline, void *payload) {
+    (void)key;
+    (void)deadline;
+    free(payload);
+    (*(int *)ctx)++;
+}
+
+static void test_wheel(void) {
+    tw_wheel *wheel = NULL;
+    wheel_log log;
+    memset(&log, 0, sizeof log);
+    uint64_t key = 0, now = 0, ticks = 0, keys[10];
+    size_t len = 0, expired = 0;
+    bool complete = true;
+    void *payload = NULL;
+
+    CHECK_OK(tw_wheel_new(1000, &wheel));
+    log.wheel = wheel;
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 1000);
+    CHECK_OK(tw_wheel_ticks_to_next_event(wheel, 77, &ticks));
+    CHECK(ticks == 77);
+    for (uintptr_t i = 0; i < 10; i++) {
+        CHECK_OK(tw_wheel_schedule(wheel, 1005, (void *)(i + 1), &keys[i]));
+    }
+    CHECK_OK(tw_wheel_len(wheel, &len));
+    CHECK(len == 10);
+    CHECK_OK(tw_wheel_ticks_to_next_event(wheel, 77, &ticks));
+    CHECK(ticks == 5);
+
+    /* Capped advance: three now, the rest later, in arm order. */
+    CHECK_OK(tw_wheel_advance(wheel, 2000, 3, on_wheel, &log, &expired, &complete));
+    CHECK(expired == 3 && !complete);
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 1005);
+    CHECK_OK(tw_wheel_advance(wheel, 2000, 100, on_wheel, &log, &expired, &complete));
+    CHECK(expired == 7 && complete);
+    for (size_t i = 0; i < 10; i++) {
+        CHECK(log.order[i] == i + 1 && log.at[i] == 1005);
+    }
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 2000);
+    CHECK_RESULT(tw_wheel_cancel(wheel, keys[0], &payload), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_reschedule(wheel, keys[0], 3000), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_cancel(wheel, 0, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_advance(wheel, 3000, 1, NULL, NULL, NULL, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_clear(wheel, NULL, NULL), TW_NULL_POINTER);
+
+    /* Ranges, reschedule, cancel with payload. */
+    CHECK_RESULT(tw_wheel_schedule_in_range(wheel, 2100, 2050, NULL, &key), TW_INVALID_RANGE);
+    CHECK_OK(tw_wheel_schedule_in_range(wheel, 2001, 2100, (void *)(uintptr_t)7, &key));
+    CHECK_OK(tw_wheel_ticks_to_next_event(wheel, UINT64_MAX, &ticks));
+    CHECK(ticks >= 1 && ticks <= 100);
+    CHECK(((2000 + ticks) % 64) == 0); /* the roundest tick in the window */
+    CHECK_OK(tw_wheel_reschedule(wheel, key, 2500));
+    CHECK_OK(tw_wheel_ticks_to_next_event(wheel, UINT64_MAX, &ticks));
+    CHECK(ticks == 500);
+    CHECK_OK(tw_wheel_cancel(wheel, key, &payload));
+    CHECK(payload == (void *)(uintptr_t)7);
+    CHECK_RESULT(tw_wheel_cancel(wheel, key, &payload), TW_STALE_HANDLE);
+
+    /* A callback that changes the wheel it is called from. */
+    log.n = 0;
+    log.action = 1;
+    CHECK_OK(tw_wheel_schedule(wheel, 2010, (void *)(uintptr_t)1, &key));
+    CHECK_OK(tw_wheel_schedule(wheel, 2020, (void *)(uintptr_t)2, &log.victim));
+    CHECK_OK(tw_wheel_advance(wheel, 3000, 100, on_wheel, &log, &expired, &complete));
+    CHECK(log.seen[0] == TW_OK && log.seen[1] == TW_OK);
+    CHECK(log.seen[2] == TW_REENTRANT && log.seen[3] == TW_REENTRANT);
+    CHECK(expired == 2 && complete && log.order[0] == 1 && log.order[1] == 99);
+    CHECK(log.at[1] == 2010);
+
+    /* The end of time: saturates, never wraps. */
+    CHECK_OK(tw_wheel_schedule(wheel, UINT64_MAX, (void *)(uintptr_t)5, &key));
+    CHECK_OK(tw_wheel_advance(wheel, UINT64_MAX - 1, 10, on_wheel, &log, &expired, NULL));
+    CHECK(expired == 0);
+    CHECK_OK(tw_wheel_advance(wheel, UINT64_MAX, 10, on_wheel, &log, &expired, NULL));
+    CHECK(expired == 1);
+
+    /* Clear hands back the payloads so they can be freed. */
+    int freed = 0;
+    CHECK_OK(tw_wheel_free != NULL ? TW_OK : TW_PANIC);
+    tw_wheel_free(wheel);
+    CHECK_OK(tw_wheel_new(0, &wheel));
+    for (int i = 0; i < 20; i++) {
+        CHECK_OK(tw_wheel_schedule(wheel, (uint64_t)i * 1000, malloc(8), &key));
+    }
+    CHECK_OK(tw_wheel_clear(wheel, free_payload, &freed));
+    CHECK(freed == 20);
+    CHECK_OK(tw_wheel_len(wheel, &len));
+    CHECK(len == 0);
+    tw_wheel_free(wheel);
+}
+
+int main(void) {
+    test_results();
+    test_config();
+    test_null_arguments();
+    test_one_shot_on_time();
+    test_zero_and_huge_delays();
+    test_double_stop_and_restart();
+    test_periodic_and_ranges();
+    test_schedule_spec();
+    test_callbacks_on_their_own_timer();
+    test_wrong_thread_and_wake();
+    test_driver_threads();
+    test_shutdown();
+    test_wheel();
+    printf("test_c: all tests passed\n");
+    return 0;
+}

@@ -1,0 +1,169 @@
+//! Builds the C11 and C++17 tests in `ffi-tests/` against the static (and
+//! shared) library that `cargo test` just built, with
+//! `-Wall -Wextra -Wpedantic -Werror`, and runs them. The sanitizer and
+//! valgrind runs of the same programs are in `ffi-tests/run.sh` (.ci/run).
+#![cfg(all(target_os = "linux", not(any(loom, miri))))]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const C_FLAGS: &[&str] = &[
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Wpedantic",
+    "-Werror",
+    "-g",
+    "-O1",
+];
+const CXX_FLAGS: &[&str] = &[
+    "-std=c++17",
+    "-Wall",
+    "-Wextra",
+    "-Wpedantic",
+    "-Werror",
+    "-g",
+    "-O1",
+];
+/// What `rustc --print native-static-libs` lists for a static library on Linux.
+const STATIC_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The profile directory (`<target>/debug`) this test binary was built into:
+/// cargo builds the library's `staticlib` and `cdylib` there before running
+/// integration tests, whatever `CARGO_TARGET_DIR` is.
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // <target>/<profile>/deps/ffi_c-<hash>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary in <target>/<profile>/deps")
+        .to_path_buf();
+    let lib = dir.join("libtickwheel.a");
+    if !lib.exists() {
+        // Not built (an unusual cargo invocation): build it into the same
+        // target directory.
+        let target = dir.parent().expect("target directory");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--lib"])
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(root())
+            .status()
+            .expect("run cargo build --lib");
+        assert!(status.success(), "cargo build --lib failed");
+    }
+    assert!(lib.exists(), "{} not found", lib.display());
+    dir
+}
+
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ffi-tests");
+    std::fs::create_dir_all(&dir).expect("create the build directory");
+    dir
+}
+
+/// Compiles one source file into `name`, linking `link` after it.
+fn compile(compiler: &str, flags: &[&str], source: &str, name: &str, link: &[String]) -> PathBuf {
+    let output = out_dir().join(name);
+    let result = Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg("-o")
+        .arg(&output)
+        .arg(root().join("ffi-tests").join(source))
+        .args(link)
+        .output()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(
+        result.status.success(),
+        "{compiler} {source} failed:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    output
+}
+
+fn static_link() -> Vec<String> {
+    let mut link = vec![library_dir().join("libtickwheel.a").display().to_string()];
+    link.extend(STATIC_LIBS.iter().map(|s| s.to_string()));
+    link
+}
+
+/// Runs a program; it must exit 0 and print "passed".
+fn run(program: &Path, args: &[&str]) -> String {
+    let result = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+    let stdout = String::from_utf8_lossy(&result.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        result.status.success(),
+        "{} failed ({}):\n{stdout}\n{stderr}",
+        program.display(),
+        result.status
+    );
+    assert!(stdout.contains("passed"), "{stdout}");
+    print!("{stdout}");
+    stdout
+}
+
+#[test]
+fn c_api() {
+    let program = compile("gcc", C_FLAGS, "test_c.c", "test_c", &static_link());
+    run(&program, &[]);
+}
+
+#[test]
+fn c_api_through_the_shared_library() {
+    let dir = library_dir();
+    assert!(dir.join("libtickwheel.so").exists(), "cdylib not built");
+    let link = vec![
+        format!("-L{}", dir.display()),
+        "-ltickwheel".to_owned(),
+        format!("-Wl,-rpath,{}", dir.display()),
+    ];
+    let program = compile("gcc", C_FLAGS, "test_c.c", "test_c_shared", &link);
+    run(&program, &[]);
+}
+
+#[test]
+fn c_threads_on_each_others_shards() {
+    let program = compile(
+        "gcc",
+        C_FLAGS,
+        "test_threads.c",
+        "test_threads",
+        &static_link(),
+    );
+    let out = run(&program, &[]);
+    assert!(out.contains("started 24000"), "{out}");
+}
+
+#[test]
+fn cpp_wrapper() {
+    let program = compile("g++", CXX_FLAGS, "test_cpp.cpp", "test_cpp", &static_link());
+    run(&program, &[]);
+}
+
+#[test]
+fn echo_server_closes_exactly_the_idle_connections_on_time() {
+    let server = compile(
+        "gcc",
+        C_FLAGS,
+        "echo_server.c",
+        "echo_server",
+        &static_link(),
+    );
+    let driver = compile("gcc", C_FLAGS, "echo_test.c", "echo_test", &[]);
+    // 300 loopback connections, 100 active; idle timeout 500 ms; an idle one
+    // must close within 500..750 ms of connecting (bounded: about 2 s).
+    let server = server.display().to_string();
+    let out = run(&driver, &["300", "500", "250", &server, "500"]);
+    assert!(out.contains("200 idle connections closed"), "{out}");
+    assert!(out.contains("100 active ones kept open"), "{out}");
+}
