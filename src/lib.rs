@@ -29,3 +29,8 @@ pub use service::{
     StopSync, Timer, TimerId, TimerService, TimerSpec,
 };
 pub use wheel::{Advance, Expired, TimerKey, Wheel};
+
+/// The README's examples, compiled and run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
