@@ -79,15 +79,17 @@ impl ShardGuard {
         Ok(polled.fired)
     }
 
-    /// The deadline tick of the earliest armed timer on this shard.
+    /// The tick by which this shard must be polled again: the deadline of
+    /// its earliest timer, or earlier when far timers must first move down the
+    /// wheel's levels (an early wakeup finds nothing to fire and costs one
+    /// cheap poll). `None` when nothing is armed. O(levels).
     pub fn next_deadline_tick(&mut self) -> Option<u64> {
         // SAFETY: this guard is the shard's claim.
         unsafe { self.inner.shards[self.shard].next_deadline(&self.inner) }
     }
 
-    /// How long the owner may sleep: until the earliest armed timer on this
-    /// shard is due (`Some(ZERO)` if one is due now), or `None` if nothing is
-    /// armed. Call it right before parking: it also tells other threads that
+    /// How long the owner may sleep: until [`next_deadline_tick`](Self::next_deadline_tick)
+    /// (`Some(ZERO)` if a timer is due now), or `None` if nothing is armed. Call it right before parking: it also tells other threads that
     /// a start due earlier than that must wake this owner (through the
     /// service's waker); if one already arrived it returns `Some(ZERO)`.
     pub fn next_deadline(&mut self) -> Option<Duration> {

@@ -122,8 +122,10 @@ impl Shard {
         self.core.with_mut(|core| f(unsafe { &mut *core }))
     }
 
-    /// The earliest deadline tick in this shard's wheel (after taking in
-    /// pending messages).
+    /// The tick by which this shard needs polling (after taking in pending
+    /// messages): the earliest deadline, or earlier where far timers must
+    /// cascade. O(levels) ([`Wheel::next_wakeup`]), so an owner may ask before
+    /// every sleep whatever the number of timers.
     ///
     /// # Safety
     /// The caller must have claimed the shard.
@@ -131,7 +133,7 @@ impl Shard {
         // SAFETY: forwarded.
         unsafe {
             self.take_intake(inner);
-            self.core(|core| core.wheel.next_deadline())
+            self.core(|core| core.wheel.next_wakeup())
         }
     }
 

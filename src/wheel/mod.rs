@@ -304,12 +304,30 @@ impl<T> Wheel<T> {
         Some(earliest)
     }
 
+    /// The earliest tick at which the wheel has work: the deadline of the
+    /// earliest timer if it sits on level 0 (or is due), else the first tick
+    /// of the earliest higher-level bucket, where its timers cascade down.
+    ///
+    /// Never later than [`next_deadline`](Self::next_deadline), `None` exactly
+    /// when it is `None`, and always O(levels) however many timers share a
+    /// bucket. A driver that sleeps until this tick and polls is never late,
+    /// and wakes early at most once per level on the way to a far deadline.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        self.next_bucket()
+            .map(|(level, slot)| self.bucket_start(level, slot))
+    }
+
     /// Ticks from now until the next timer is due, at most `cap`. Returns `cap`
-    /// when nothing is armed and 0 when a timer is due now.
+    /// when nothing is armed and 0 when a timer is due now. Costs O(levels)
+    /// when the next bucket starts `cap` or more ticks away; otherwise as
+    /// [`next_deadline`](Self::next_deadline).
     pub fn ticks_to_next_event(&self, cap: u64) -> u64 {
-        match self.next_deadline() {
-            Some(deadline) => (deadline - self.now).min(cap),
+        match self.next_wakeup() {
             None => cap,
+            Some(wakeup) if wakeup - self.now >= cap => cap,
+            Some(_) => self
+                .next_deadline()
+                .map_or(cap, |deadline| (deadline - self.now).min(cap)),
         }
     }
 

@@ -828,3 +828,37 @@ fn raw_keys_round_trip_and_garbage_is_stale() {
     assert_eq!(w.cancel(TimerKey::from_raw(raw)), None);
     assert_eq!(w.get(other), Some(&'o'));
 }
+
+#[test]
+fn next_wakeup_is_a_cheap_lower_bound_that_reaches_the_deadline() {
+    let mut w = Wheel::new();
+    assert_eq!(w.next_wakeup(), None);
+    // 300_000 sits on level 3 (2^18 <= 300_000 < 2^24): its bucket starts at
+    // 262_144 = 1 << 18, the first tick at which the wheel must look at it.
+    w.insert_at(300_000, ());
+    assert_eq!(w.next_wakeup(), Some(1 << 18));
+    assert_eq!(w.next_deadline(), Some(300_000));
+    // Sleeping until each wakeup and polling walks down the levels, never
+    // past the deadline, and arrives exactly on it.
+    let mut wakeups = Vec::new();
+    while let Some(wakeup) = w.next_wakeup() {
+        assert!(wakeup <= 300_000);
+        wakeups.push(wakeup);
+        if let Some(expired) = w.poll(wakeup) {
+            assert_eq!(expired.deadline, 300_000);
+            break;
+        }
+    }
+    // 300_000 = 0b100_1001_0011_1110_0000: level 3 bucket at 2^18, level 2
+    // bucket at 2^18 + 9 * 2^12, level 1 bucket at ... + 15 * 64, then the tick.
+    assert_eq!(wakeups, vec![262_144, 299_008, 299_968, 300_000]);
+    // A level-0 timer's wakeup is its deadline.
+    let mut w = Wheel::new();
+    w.insert_at(10, ());
+    assert_eq!(w.next_wakeup(), Some(10));
+    // ticks_to_next_event answers from the bound when it is past the cap.
+    let mut w = Wheel::new();
+    w.insert_at(300_000, ());
+    assert_eq!(w.ticks_to_next_event(1000), 1000);
+    assert_eq!(w.ticks_to_next_event(u64::MAX), 300_000);
+}

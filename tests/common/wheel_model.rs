@@ -321,6 +321,19 @@ impl Harness {
         assert_eq!(w.len(), m.live.len(), "len()");
         assert_eq!(w.is_empty(), m.live.is_empty(), "is_empty()");
         assert_eq!(w.next_deadline(), m.next_deadline(), "next_deadline()");
+        // The O(levels) lower bound: present exactly when a deadline is, and
+        // never after it.
+        assert_eq!(
+            w.next_wakeup().is_some(),
+            m.next_deadline().is_some(),
+            "next_wakeup()"
+        );
+        if let (Some(wakeup), Some(deadline)) = (w.next_wakeup(), m.next_deadline()) {
+            assert!(
+                (m.now..=deadline).contains(&wakeup),
+                "next_wakeup() {wakeup} outside now..=deadline {deadline}"
+            );
+        }
         let expected_ticks = m.next_deadline().map_or(1000, |d| (d - m.now).min(1000));
         assert_eq!(w.ticks_to_next_event(1000), expected_ticks);
         for (id, &key) in self.keys.iter().enumerate() {
