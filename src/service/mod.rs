@@ -450,42 +450,72 @@ impl Inner {
         self.drivers.wake(shard, &self.config);
     }
 
-    /// STOP: see [`Stop`] and the state table in [`state`].
+    /// The one shape of every handle-side operation (STOP, RESTART, RELEASE,
+    /// DETACH): read the slot's word, let `decide` pick the new word, CAS it
+    /// in, and on success tell the owner. A CAS that loses to another thread
+    /// re-decides on the word it found, as long as `id` still addresses the
+    /// slot; a stale id yields `stale` and changes nothing.
+    fn transition<R>(
+        &self,
+        id: TimerId,
+        stale: R,
+        mut decide: impl FnMut(Word) -> Decision<R>,
+    ) -> R {
+        let Some((slot, mut word)) = self.live(id) else {
+            return stale;
+        };
+        loop {
+            let (new, notify, result) = match decide(word) {
+                Decision::Keep(result) => return result,
+                Decision::Swap {
+                    new,
+                    notify,
+                    result,
+                } => (new, notify, result),
+            };
+            // Read before the CAS: once it succeeds the slot may be freed and
+            // reused at any moment (a release), but a successful CAS proves
+            // this was still the incarnation whose shard we read.
+            let shard = slot.shard.load(Ordering::Relaxed) as usize;
+            match slot.cas(word, new) {
+                Ok(_) => {
+                    if let Some(arm) = notify {
+                        let message = Message {
+                            index: id.index(),
+                            gen: id.gen(),
+                            arm,
+                        };
+                        self.send(shard, message);
+                    }
+                    return result;
+                }
+                Err(actual) if self.addressable(id, actual) => word = actual,
+                Err(_) => return stale,
+            }
+        }
+    }
+
+    /// STOP: see [`Stop`] and the state table in `state.rs`.
     pub(crate) fn stop(&self, id: TimerId) -> Stop {
         if self.is_shut_down() {
             return Stop::Inactive;
         }
-        let Some((slot, mut word)) = self.live(id) else {
-            return Stop::Inactive;
-        };
-        loop {
-            let (new, outcome) = match word.arm() {
-                ARMED => (word.with_arm(CANCELLED), Stop::Cancelled),
-                // Bump seq so a periodic timer is not re-armed after this run.
-                FIRED if word.is(RUNNING) => (word.next_seq(), Stop::Running),
-                FIRED => return Stop::Fired,
-                _ => return Stop::Inactive,
-            };
-            let shard = slot.shard.load(Ordering::Relaxed) as usize;
-            match slot.cas(word, new) {
-                Ok(_) => {
-                    if outcome == Stop::Cancelled {
-                        // Let the owner unlink it now rather than at its deadline.
-                        self.send(
-                            shard,
-                            Message {
-                                index: id.index(),
-                                gen: id.gen(),
-                                arm: None,
-                            },
-                        );
-                    }
-                    return outcome;
-                }
-                Err(actual) if self.addressable(id, actual) => word = actual,
-                Err(_) => return Stop::Inactive,
-            }
-        }
+        self.transition(id, Stop::Inactive, |word| match word.arm() {
+            // Tell the owner, so it unlinks the timer now rather than at its deadline.
+            ARMED => Decision::Swap {
+                new: word.with_arm(CANCELLED),
+                notify: Some(None),
+                result: Stop::Cancelled,
+            },
+            // Bump seq so a periodic timer is not re-armed after this run.
+            FIRED if word.is(RUNNING) => Decision::Swap {
+                new: word.next_seq(),
+                notify: None,
+                result: Stop::Running,
+            },
+            FIRED => Decision::Keep(Stop::Fired),
+            _ => Decision::Keep(Stop::Inactive),
+        })
     }
 
     /// STOP_SYNC: stop, then wait for a running callback to return.
@@ -515,32 +545,20 @@ impl Inner {
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
         }
-        let (slot, mut word) = self.live(id).ok_or(TimerError::StaleKey)?;
         let deadline = self.deadline_after(delay);
-        loop {
+        self.transition(id, Err(TimerError::StaleKey), |word| {
+            let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {
                 Restart::Moved
             } else {
                 Restart::Rearmed
             };
-            let new = word.with_arm(ARMED).next_seq();
-            let shard = slot.shard.load(Ordering::Relaxed) as usize;
-            match slot.cas(word, new) {
-                Ok(_) => {
-                    self.send(
-                        shard,
-                        Message {
-                            index: id.index(),
-                            gen: id.gen(),
-                            arm: Some((new.seq(), deadline)),
-                        },
-                    );
-                    return Ok(outcome);
-                }
-                Err(actual) if self.addressable(id, actual) => word = actual,
-                Err(_) => return Err(TimerError::StaleKey),
+            Decision::Swap {
+                new,
+                notify: Some(Some((new.seq(), deadline))),
+                result: Ok(outcome),
             }
-        }
+        })
     }
 
     pub(crate) fn is_armed(&self, id: TimerId) -> bool {
@@ -559,10 +577,7 @@ impl Inner {
     }
 
     fn drop_handle(&self, id: TimerId, disarm: bool) {
-        let Some((slot, mut word)) = self.live(id) else {
-            return;
-        };
-        loop {
+        self.transition(id, (), |word| {
             let mut new = word.without(HANDLE);
             if disarm {
                 if new.is_armed() {
@@ -570,23 +585,12 @@ impl Inner {
                 }
                 new = new.next_seq();
             }
-            let shard = slot.shard.load(Ordering::Relaxed) as usize;
-            match slot.cas(word, new) {
-                Ok(_) => {
-                    self.send(
-                        shard,
-                        Message {
-                            index: id.index(),
-                            gen: id.gen(),
-                            arm: None,
-                        },
-                    );
-                    return;
-                }
-                Err(actual) if self.addressable(id, actual) => word = actual,
-                Err(_) => return,
+            Decision::Swap {
+                new,
+                notify: Some(None),
+                result: (),
             }
-        }
+        })
     }
 
     pub(crate) fn shutdown(&self) {
@@ -616,6 +620,20 @@ impl Drop for Inner {
         // none of them runs.
         self.drivers.join_remaining();
     }
+}
+
+/// What a handle-side operation does with the word it read (see
+/// [`Inner::transition`]).
+enum Decision<R> {
+    /// Change nothing and return this.
+    Keep(R),
+    /// CAS the word to `new`; on success, if `notify` is `Some(arm)`, send the
+    /// owner a message with that `arm` payload; return `result`.
+    Swap {
+        new: Word,
+        notify: Option<Option<(u32, u64)>>,
+        result: R,
+    },
 }
 
 /// Spin, then yield, then sleep briefly: waiting for another thread's callback.
