@@ -241,10 +241,11 @@ impl Actor<'_> {
                         if label.kind != Kind::SelfRestart {
                             let bound = self.world.lower_bound(delay);
                             label.lower_bound.fetch_min(bound, SeqCst);
+                            // Lower only: the callback of the previous
+                            // arming may be running on the other thread now.
                             if let Ok(Restart::Rearmed) = timer.restart(delay) {
                                 label.armings.fetch_add(1, SeqCst);
                             }
-                            label.lower_bound.store(bound, SeqCst);
                         }
                     }
                 }
