@@ -88,12 +88,12 @@ unsafe fn wheel_round_trip_inner() {
         assert_eq!(tw_wheel_new(100, &mut wheel), tw_result::TW_OK);
         let mut key = 0u64;
         assert_eq!(
-            tw_wheel_schedule(wheel, 105, 1 as *mut c_void, &mut key),
+            tw_wheel_schedule(wheel, 105, std::ptr::without_provenance_mut(1), &mut key),
             tw_result::TW_OK
         );
         let mut stale = 0u64;
         assert_eq!(
-            tw_wheel_schedule_in_range(wheel, 110, 120, 10 as *mut c_void, &mut stale),
+            tw_wheel_schedule_in_range(wheel, 110, 120, std::ptr::without_provenance_mut(10), &mut stale),
             tw_result::TW_OK
         );
         assert_eq!(
