@@ -110,6 +110,11 @@ impl ServiceClock {
             Clock::Monotonic => duration_nanos(self.origin.elapsed()),
             Clock::Manual(manual) => duration_nanos(manual.elapsed()),
         };
+        self.never_backwards(raw)
+    }
+
+    /// A raw reading, held at the highest reading handed out so far.
+    fn never_backwards(&self, raw: u64) -> u64 {
         let previous = self.high_water.fetch_max(raw, Ordering::AcqRel);
         raw.max(previous)
     }
@@ -127,4 +132,18 @@ impl ServiceClock {
 /// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
 pub(crate) fn duration_nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_that_goes_backwards_counts_as_no_time_passing() {
+        let clock = ServiceClock::new(Clock::Monotonic);
+        assert_eq!(clock.never_backwards(100), 100);
+        assert_eq!(clock.never_backwards(40), 100, "stepped back: held");
+        assert_eq!(clock.never_backwards(150), 150);
+        assert!(clock.now_nanos() >= 150);
+    }
 }
