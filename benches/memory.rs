@@ -5,6 +5,14 @@
 //! "Bytes per armed timer" is the live heap of a structure holding `n` timers
 //! divided by `n`, with everything it allocated counted: for `Wheel<usize>`
 //! the slab (growth slack included) and the level arrays.
+//!
+//! The last two sections measure the [`TimerService`]: everything the
+//! service allocates (shard, wheel, slot arena, intake messages) for `n`
+//! armed one-shot timers whose callback captures nothing (a zero-sized
+//! closure, so its box allocates nothing), and live memory over a churn of
+//! start/stop pairs of one-hour timers, from the shard's owner and from
+//! another thread. The `Timer` handles the application keeps (16 bytes each)
+//! are its own memory and are not counted.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cmp::Reverse;
@@ -14,7 +22,7 @@ use std::time::Duration;
 
 use hierarchical_hash_wheel_timer::wheels::cancellable::QuadWheelWithOverflow;
 use hierarchical_hash_wheel_timer::IdOnlyTimerEntry;
-use tickwheel::Wheel;
+use tickwheel::{Driver, Timer, TimerService, Wheel};
 use tokio_util::time::DelayQueue;
 
 /// The system allocator, counting the bytes currently allocated.
@@ -69,6 +77,11 @@ fn delay(i: usize) -> u64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; there is nothing to filter.
+    structures();
+    service();
+}
+
+fn structures() {
     let sizes = [1_000, 1 << 17, (1 << 17) + 1, 1_000_000, 10_000_000];
     println!("bytes per armed timer (live heap / n)");
     println!(
@@ -137,6 +150,36 @@ fn main() {
         println!("| {n} | {grown:.1} | {exact:.1} | {heap:.1} | {tree:.1} | {queue} | {quad} |");
     }
 
+    // The worst case of a grown wheel is right after its slab grows: sample
+    // every growth on the way to 10M timers.
+    println!();
+    println!("Wheel<usize> grown: bytes per armed timer right after each slab growth");
+    println!("| n (timers after the growth) | slab capacity | bytes per armed timer |");
+    println!("|---:|---:|---:|");
+    let before = live();
+    let mut wheel = Wheel::new();
+    let mut capacity = wheel.capacity();
+    let mut worst = (0.0f64, 0usize);
+    for i in 0..10_000_000usize {
+        wheel.insert(delay(i), i);
+        if wheel.capacity() != capacity {
+            capacity = wheel.capacity();
+            let n = i + 1;
+            let bytes = (live() - before) as f64 / n as f64;
+            if n >= 100_000 {
+                println!("| {n} | {capacity} | {bytes:.1} |");
+                if bytes > worst.0 {
+                    worst = (bytes, n);
+                }
+            }
+        }
+    }
+    drop(wheel);
+    println!(
+        "worst from 100k to 10M timers: {:.1} bytes per timer at n = {}",
+        worst.0, worst.1
+    );
+
     // Churn: 100k armed one-hour timers, then 5 million start/stop pairs of
     // one-hour timers (time advancing 1 ms per 1000 pairs); live memory must
     // stay flat.
@@ -168,4 +211,152 @@ fn main() {
             bytes as f64 / wheel.len() as f64
         );
     }
+}
+
+/// A one-shard embedded service whose shard the calling thread owns.
+fn owned_service() -> (TimerService, tickwheel::ShardGuard) {
+    let service = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .build()
+        .unwrap();
+    let guard = service.claim_shard(0).unwrap();
+    (service, guard)
+}
+
+fn one_hour() -> Duration {
+    Duration::from_secs(3600)
+}
+
+fn service() {
+    println!();
+    println!("TimerService, one embedded shard owned by the starting thread; one-shot timers,");
+    println!("non-capturing callback, delays 1 to 19 hours (handles not counted)");
+    println!("| n | live heap bytes | bytes per armed timer | slots allocated | slot_bytes |");
+    println!("|---:|---:|---:|---:|---:|");
+    for n in [1_000, 100_000, 1_000_000] {
+        let mut handles: Vec<Timer> = Vec::with_capacity(n);
+        let before = live();
+        let (service, mut guard) = owned_service();
+        for i in 0..n {
+            // One hour plus up to 18 hours, so none fires while counting.
+            let delay = Duration::from_millis(3_600_000 + delay(i));
+            handles.push(service.start(delay, |_| {}).unwrap());
+        }
+        guard.poll().unwrap();
+        let bytes = live() - before;
+        let stats = service.stats();
+        assert_eq!(stats.armed, n as u64);
+        println!(
+            "| {n} | {bytes} | {:.1} | {} | {} |",
+            bytes as f64 / n as f64,
+            stats.slots,
+            stats.slot_bytes
+        );
+        drop(handles);
+        drop(guard);
+    }
+
+    // Churn from the owner: 100k armed one-hour timers, then 5 million
+    // start/stop pairs (stop, then drop the handle), polling every 1000.
+    println!();
+    println!(
+        "churn: TimerService, owner thread, 100k armed one-hour timers, then start/stop pairs"
+    );
+    println!("| pairs done | live heap bytes | bytes per armed timer | slots allocated |");
+    println!("|---:|---:|---:|---:|");
+    let mut handles: Vec<Timer> = Vec::with_capacity(100_000);
+    let before = live();
+    let (service, mut guard) = owned_service();
+    handles.extend((0..100_000).map(|_| service.start(one_hour(), |_| {}).unwrap()));
+    for round in 0..=5u64 {
+        if round > 0 {
+            for pair in 0..1_000_000usize {
+                let slot = pair % handles.len();
+                let new = service.start(one_hour(), |_| {}).unwrap();
+                let old = std::mem::replace(&mut handles[slot], new);
+                old.stop();
+                drop(old);
+                if pair % 1000 == 0 {
+                    guard.poll().unwrap();
+                }
+            }
+        }
+        guard.poll().unwrap();
+        let bytes = live() - before;
+        println!(
+            "| {} | {bytes} | {:.1} | {} |",
+            round * 1_000_000,
+            bytes as f64 / handles.len() as f64,
+            service.stats().slots
+        );
+    }
+    drop(handles);
+    drop(guard);
+    drop(service);
+
+    // Churn from another thread: the owner polls in a loop while a thread
+    // that owns no shard makes the start/stop pairs (every one goes through
+    // the intake as boxed messages). The owner records the peak live heap
+    // it sees during each million pairs, and the live heap once the churn
+    // thread pauses and the intake is drained.
+    println!();
+    println!(
+        "churn: TimerService, pairs from a thread that owns no shard, owner polling in a loop"
+    );
+    println!("| pairs done | peak live heap during the last million | live heap, intake drained | slots allocated |");
+    println!("|---:|---:|---:|---:|");
+    const NOT_READY: usize = usize::MAX;
+    let handle_bytes = 100_000 * std::mem::size_of::<Timer>();
+    let before = live();
+    let (service, mut guard) = owned_service();
+    let progress = std::sync::Arc::new(AtomicUsize::new(NOT_READY));
+    let ack = std::sync::Arc::new(AtomicUsize::new(0));
+    let churn = {
+        let service = service.clone();
+        let (progress, ack) = (progress.clone(), ack.clone());
+        std::thread::spawn(move || {
+            let mut handles: Vec<Timer> = Vec::with_capacity(100_000);
+            handles.extend((0..100_000).map(|_| service.start(one_hour(), |_| {}).unwrap()));
+            for million in 0..=5usize {
+                if million > 0 {
+                    for pair in 0..1_000_000usize {
+                        let slot = pair % handles.len();
+                        let new = service.start(one_hour(), |_| {}).unwrap();
+                        let old = std::mem::replace(&mut handles[slot], new);
+                        old.stop();
+                        drop(old);
+                    }
+                }
+                progress.store(million, Relaxed);
+                while ack.load(Relaxed) <= million {
+                    std::thread::yield_now();
+                }
+            }
+            handles
+        })
+    };
+    let mut peak = 0;
+    for million in 0..=5usize {
+        loop {
+            guard.poll().unwrap();
+            peak = peak.max(live());
+            if progress.load(Relaxed) == million {
+                break;
+            }
+        }
+        guard.poll().unwrap();
+        let drained = live() - before - handle_bytes;
+        println!(
+            "| {} | {} | {drained} | {} |",
+            million * 1_000_000,
+            peak.saturating_sub(before + handle_bytes),
+            service.stats().slots
+        );
+        peak = 0;
+        ack.store(million + 1, Relaxed);
+    }
+    let handles = churn.join().unwrap();
+    drop(handles);
+    drop(guard);
 }
