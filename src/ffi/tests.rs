@@ -93,7 +93,13 @@ unsafe fn wheel_round_trip_inner() {
         );
         let mut stale = 0u64;
         assert_eq!(
-            tw_wheel_schedule_in_range(wheel, 110, 120, std::ptr::without_provenance_mut(10), &mut stale),
+            tw_wheel_schedule_in_range(
+                wheel,
+                110,
+                120,
+                std::ptr::without_provenance_mut(10),
+                &mut stale
+            ),
             tw_result::TW_OK
         );
         assert_eq!(
