@@ -76,13 +76,21 @@ fn delay(i: usize) -> u64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; there is nothing to filter.
-    structures();
-    service();
+    // `cargo bench` passes `--bench`; there is nothing to filter. Without it
+    // (`cargo test --all-targets`, an unoptimised build) every size is cut
+    // down, so the program only checks that it still runs.
+    let full = std::env::args().any(|arg| arg == "--bench");
+    structures(full);
+    service(full);
 }
 
-fn structures() {
-    let sizes = [1_000, 1 << 17, (1 << 17) + 1, 1_000_000, 10_000_000];
+fn structures(full: bool) {
+    let sizes: &[usize] = if full {
+        &[1_000, 1 << 17, (1 << 17) + 1, 1_000_000, 10_000_000]
+    } else {
+        &[1_000, 1 << 17, (1 << 17) + 1]
+    };
+    let pairs_per_round = if full { 1_000_000 } else { 20_000 };
     println!("bytes per armed timer (live heap / n)");
     println!(
         "| n | Wheel<usize> grown | Wheel<usize> with_capacity(n) | BinaryHeap | BTreeMap | DelayQueue | hierarchical_hash_wheel_timer |"
@@ -94,7 +102,7 @@ fn structures() {
         .build()
         .unwrap();
     let _context = runtime.enter();
-    for n in sizes {
+    for &n in sizes {
         let grown = per_timer(n, |n| {
             let mut wheel = Wheel::new();
             for i in 0..n {
@@ -160,7 +168,7 @@ fn structures() {
     let mut wheel = Wheel::new();
     let mut capacity = wheel.capacity();
     let mut worst = (0.0f64, 0usize);
-    for i in 0..10_000_000usize {
+    for i in 0..*sizes.last().unwrap() {
         wheel.insert(delay(i), i);
         if wheel.capacity() != capacity {
             capacity = wheel.capacity();
@@ -176,8 +184,10 @@ fn structures() {
     }
     drop(wheel);
     println!(
-        "worst from 100k to 10M timers: {:.1} bytes per timer at n = {}",
-        worst.0, worst.1
+        "worst from 100k to {} timers: {:.1} bytes per timer at n = {}",
+        sizes.last().unwrap(),
+        worst.0,
+        worst.1
     );
 
     // Churn: 100k armed one-hour timers, then 5 million start/stop pairs of
@@ -194,7 +204,7 @@ fn structures() {
     let mut keys: Vec<_> = (0..100_000).map(|i| wheel.insert(3_600_000, i)).collect();
     for round in 0..=5u64 {
         if round > 0 {
-            for pair in 0..1_000_000usize {
+            for pair in 0..pairs_per_round {
                 let slot = pair % keys.len();
                 wheel.cancel(keys[slot]);
                 keys[slot] = wheel.insert(3_600_000, pair);
@@ -207,7 +217,7 @@ fn structures() {
         let bytes = live() - before - keys.capacity() * std::mem::size_of_val(&keys[0]);
         println!(
             "| {} | {bytes} | {:.1} |",
-            round * 1_000_000,
+            round as usize * pairs_per_round,
             bytes as f64 / wheel.len() as f64
         );
     }
@@ -228,13 +238,19 @@ fn one_hour() -> Duration {
     Duration::from_secs(3600)
 }
 
-fn service() {
+fn service(full: bool) {
+    let pairs_per_round = if full { 1_000_000 } else { 20_000 };
+    let sizes: &[usize] = if full {
+        &[1_000, 100_000, 1_000_000]
+    } else {
+        &[1_000, 100_000]
+    };
     println!();
     println!("TimerService, one embedded shard owned by the starting thread; one-shot timers,");
     println!("non-capturing callback, delays 1 to 19 hours (handles not counted)");
     println!("| n | live heap bytes | bytes per armed timer | slots allocated | slot_bytes |");
     println!("|---:|---:|---:|---:|---:|");
-    for n in [1_000, 100_000, 1_000_000] {
+    for &n in sizes {
         let mut handles: Vec<Timer> = Vec::with_capacity(n);
         let before = live();
         let (service, mut guard) = owned_service();
@@ -271,7 +287,7 @@ fn service() {
     handles.extend((0..100_000).map(|_| service.start(one_hour(), |_| {}).unwrap()));
     for round in 0..=5u64 {
         if round > 0 {
-            for pair in 0..1_000_000usize {
+            for pair in 0..pairs_per_round {
                 let slot = pair % handles.len();
                 let new = service.start(one_hour(), |_| {}).unwrap();
                 let old = std::mem::replace(&mut handles[slot], new);
@@ -286,7 +302,7 @@ fn service() {
         let bytes = live() - before;
         println!(
             "| {} | {bytes} | {:.1} | {} |",
-            round * 1_000_000,
+            round as usize * pairs_per_round,
             bytes as f64 / handles.len() as f64,
             service.stats().slots
         );
@@ -304,7 +320,7 @@ fn service() {
     println!(
         "churn: TimerService, pairs from a thread that owns no shard, owner polling in a loop"
     );
-    println!("| pairs done | peak live heap during the last million | live heap, intake drained | slots allocated |");
+    println!("| pairs done | peak live heap during the last round | live heap, intake drained | slots allocated |");
     println!("|---:|---:|---:|---:|");
     const NOT_READY: usize = usize::MAX;
     let handle_bytes = 100_000 * std::mem::size_of::<Timer>();
@@ -320,7 +336,7 @@ fn service() {
             handles.extend((0..100_000).map(|_| service.start(one_hour(), |_| {}).unwrap()));
             for million in 0..=5usize {
                 if million > 0 {
-                    for pair in 0..1_000_000usize {
+                    for pair in 0..pairs_per_round {
                         let slot = pair % handles.len();
                         let new = service.start(one_hour(), |_| {}).unwrap();
                         let old = std::mem::replace(&mut handles[slot], new);
@@ -349,7 +365,7 @@ fn service() {
         let drained = live() - before - handle_bytes;
         println!(
             "| {} | {} | {drained} | {} |",
-            million * 1_000_000,
+            million * pairs_per_round,
             peak.saturating_sub(before + handle_bytes),
             service.stats().slots
         );
