@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::builder::Config;
 use super::{Driver, Inner, OWNED_SHARD};
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use crate::TimerError;
 
 /// Exclusive ownership of one shard by the current thread.
@@ -107,10 +107,7 @@ impl ShardGuard {
 
     /// Timers in this shard's wheel.
     pub fn armed(&self) -> usize {
-        self.inner.shards[self.shard]
-            .counters
-            .armed
-            .load(Ordering::Relaxed) as usize
+        self.inner.shards[self.shard].counters.armed.get() as usize
     }
 }
 

@@ -350,7 +350,7 @@ impl Inner {
             }
         };
 
-        let index = self.arena.alloc();
+        let index = self.alloc_slot(shard);
         let slot = self.slot(index);
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
@@ -379,6 +379,21 @@ impl Inner {
             },
         );
         Ok(TimerId::new(index, armed.gen()))
+    }
+
+    /// A free slot for a timer on `shard`: on the shard's owner thread, one
+    /// the owner freed itself (no shared cache line touched); otherwise from
+    /// the service-wide free list.
+    fn alloc_slot(&self, shard: usize) -> u32 {
+        if OWNED_SHARD.with(|owned| owned.get()) == (self.address(), shard) {
+            // SAFETY: this thread holds the shard's claim, and no reference
+            // into its core is live while user code (the only caller) runs;
+            // see `send`.
+            if let Some(index) = unsafe { self.shards[shard].take_local_slot() } {
+                return index;
+            }
+        }
+        self.arena.alloc()
     }
 
     fn slot(&self, index: u32) -> &Slot {

@@ -39,7 +39,15 @@ pub(crate) struct Shard {
 struct ShardCore {
     /// Payload: slot index.
     wheel: Wheel<u32>,
+    /// Slots this owner freed, kept for its own next starts: the per-core
+    /// pattern (start and stop on the owner's thread) then never touches the
+    /// service-wide free list, a cache line every shard would share.
+    free_slots: Vec<u32>,
 }
+
+/// How many freed slots an owner keeps before handing them back to the
+/// service-wide free list (bounds what idle shards hold on to).
+const LOCAL_FREE_MAX: usize = 1024;
 
 /// What [`Shard::poll`] did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -66,6 +74,7 @@ impl Shard {
             polling: AtomicBool::new(false),
             core: UnsafeCell::new(ShardCore {
                 wheel: Wheel::new(),
+                free_slots: Vec::new(),
             }),
             counters: ShardCounters::default(),
         }
@@ -137,6 +146,16 @@ impl Shard {
         }
     }
 
+    /// A slot this owner freed earlier, for a start on this shard.
+    ///
+    /// # Safety
+    /// The caller must own the shard and hold no reference into its core
+    /// (true in user code: callbacks, or an embedded owner between polls).
+    pub(crate) unsafe fn take_local_slot(&self) -> Option<u32> {
+        // SAFETY: forwarded.
+        unsafe { self.core(|core| core.free_slots.pop()) }
+    }
+
     /// Refuses a poll that is already running on this shard (a callback
     /// trying to advance its own wheel).
     pub(crate) fn enter_poll(&self) -> bool {
@@ -166,7 +185,7 @@ impl Shard {
                 None if self.intake.is_empty() => {
                     // SAFETY: the caller owns the shard.
                     let armed = unsafe { self.core(|core| core.wheel.len()) };
-                    self.counters.armed.store(armed as u64, Ordering::Relaxed);
+                    self.counters.armed.set(armed as u64);
                     return polled;
                 }
                 None => {}
@@ -282,9 +301,21 @@ impl Shard {
                 owned.callback.take()
             })
         };
-        self.counters.freed.fetch_add(1, Ordering::Relaxed);
+        self.counters.freed.bump(1);
         if word.gen().wrapping_add(1) != 0 {
-            inner.arena.free(index);
+            // SAFETY: the caller owns the shard; no core reference is live.
+            let keep = unsafe {
+                self.core(|core| {
+                    let keep = core.free_slots.len() < LOCAL_FREE_MAX;
+                    if keep {
+                        core.free_slots.push(index);
+                    }
+                    keep
+                })
+            };
+            if !keep {
+                inner.arena.free(index);
+            }
         }
         // Generation 0 is never valid: a slot whose generation wrapped is
         // retired rather than reused, so no stale id can ever match it.
@@ -359,7 +390,7 @@ impl Shard {
             let result = catch_unwind(AssertUnwindSafe(|| callback(&mut expiry)));
             RUNNING_CALLBACK.with(|running| running.set(previous));
             if let Err(payload) = result {
-                self.counters.panics.fetch_add(1, Ordering::Relaxed);
+                self.counters.panics.bump(1);
                 let report = PanicReport::new(id, shard, payload);
                 if let Some(hook) = &inner.config.panic_hook {
                     // A panicking hook must not take the shard down either.
@@ -374,9 +405,7 @@ impl Shard {
         // Periodic: re-arm unless anyone stopped, restarted or released it
         // while the callback ran (each of those changes the word).
         if period > 0 {
-            self.counters
-                .overruns
-                .fetch_add(overruns, Ordering::Relaxed);
+            self.counters.overruns.bump(overruns);
             let rearmed = running.with_arm(ARMED).without(RUNNING).next_seq();
             if slot.cas(running, rearmed).is_ok() {
                 unsafe { self.link(slot, index, next, rearmed.seq()) };

@@ -12,37 +12,61 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// (bucket 0: on time).
 const BUCKETS: usize = 65;
 
+/// A counter with one writer (the shard owner): a plain load and store,
+/// not a locked read-modify-write, since no two threads ever add at once.
+/// Readers see some recent value.
+#[derive(Default)]
+pub(crate) struct OwnerCounter(AtomicU64);
+
+impl OwnerCounter {
+    pub(crate) fn bump(&self, by: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(by),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn set(&self, value: u64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 pub(crate) struct ShardCounters {
-    pub(crate) fired: AtomicU64,
-    pub(crate) panics: AtomicU64,
-    pub(crate) overruns: AtomicU64,
-    pub(crate) freed: AtomicU64,
-    pub(crate) armed: AtomicU64,
-    max_lateness: AtomicU64,
-    lateness: [AtomicU64; BUCKETS],
+    pub(crate) fired: OwnerCounter,
+    pub(crate) panics: OwnerCounter,
+    pub(crate) overruns: OwnerCounter,
+    pub(crate) freed: OwnerCounter,
+    pub(crate) armed: OwnerCounter,
+    max_lateness: OwnerCounter,
+    lateness: [OwnerCounter; BUCKETS],
 }
 
 impl Default for ShardCounters {
     fn default() -> Self {
         ShardCounters {
-            fired: AtomicU64::new(0),
-            panics: AtomicU64::new(0),
-            overruns: AtomicU64::new(0),
-            freed: AtomicU64::new(0),
-            armed: AtomicU64::new(0),
-            max_lateness: AtomicU64::new(0),
-            lateness: std::array::from_fn(|_| AtomicU64::new(0)),
+            fired: OwnerCounter::default(),
+            panics: OwnerCounter::default(),
+            overruns: OwnerCounter::default(),
+            freed: OwnerCounter::default(),
+            armed: OwnerCounter::default(),
+            max_lateness: OwnerCounter::default(),
+            lateness: std::array::from_fn(|_| OwnerCounter::default()),
         }
     }
 }
 
 impl ShardCounters {
     pub(crate) fn record_fire(&self, lateness_ticks: u64) {
-        self.fired.fetch_add(1, Ordering::Relaxed);
+        self.fired.bump(1);
         let bucket = (u64::BITS - lateness_ticks.leading_zeros()) as usize;
-        self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
-        self.max_lateness
-            .fetch_max(lateness_ticks, Ordering::Relaxed);
+        self.lateness[bucket].bump(1);
+        if lateness_ticks > self.max_lateness.get() {
+            self.max_lateness.set(lateness_ticks);
+        }
     }
 }
 
@@ -93,14 +117,14 @@ impl Stats {
         let mut max = 0;
         for shard in inner.shards.iter() {
             let c = &shard.counters;
-            stats.fired += c.fired.load(Ordering::Relaxed);
-            stats.panics += c.panics.load(Ordering::Relaxed);
-            stats.overruns += c.overruns.load(Ordering::Relaxed);
-            stats.freed += c.freed.load(Ordering::Relaxed);
-            stats.armed += c.armed.load(Ordering::Relaxed);
-            max = max.max(c.max_lateness.load(Ordering::Relaxed));
+            stats.fired += c.fired.get();
+            stats.panics += c.panics.get();
+            stats.overruns += c.overruns.get();
+            stats.freed += c.freed.get();
+            stats.armed += c.armed.get();
+            max = max.max(c.max_lateness.get());
             for (total, bucket) in histogram.iter_mut().zip(c.lateness.iter()) {
-                *total += bucket.load(Ordering::Relaxed);
+                *total += bucket.get();
             }
         }
         let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(inner.tick_nanos));
@@ -146,11 +170,11 @@ mod tests {
         counters.record_fire(1000); // bucket 10: [512, 1024)
         let mut histogram = [0u64; BUCKETS];
         for (total, bucket) in histogram.iter_mut().zip(counters.lateness.iter()) {
-            *total = bucket.load(Ordering::Relaxed);
+            *total = bucket.get();
         }
         assert_eq!(percentile(&histogram, 50), 0);
         assert_eq!(percentile(&histogram, 99), 7);
         assert_eq!(percentile(&histogram, 100), 1023);
-        assert_eq!(counters.max_lateness.load(Ordering::Relaxed), 1000);
+        assert_eq!(counters.max_lateness.get(), 1000);
     }
 }
