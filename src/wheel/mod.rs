@@ -50,22 +50,20 @@
 //! before `now` (a clock going backwards) processes what is due and otherwise
 //! counts as no time passing.
 
+mod hierarchy;
 mod level;
 mod slab;
 
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use level::{Level, SLOTS, SLOT_BITS};
+pub use hierarchy::LEVELS;
+pub(crate) use hierarchy::{Hierarchy, Node, Nodes, UNLINKED};
+use slab::Slab;
 pub use slab::TimerKey;
-use slab::{Slab, NIL};
+pub(crate) use slab::NIL;
 
 use crate::error::TimerError;
-
-/// Number of levels: enough base-64 digits to cover every `u64` deadline.
-pub const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
-
-const SLOT_MASK: u64 = (SLOTS as u64) - 1;
 
 /// A timer that came due, as returned by [`Wheel::poll`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,8 +109,7 @@ pub struct Advance {
 /// ```
 #[derive(Clone)]
 pub struct Wheel<T> {
-    now: u64,
-    levels: Box<[Level; LEVELS]>,
+    hierarchy: Hierarchy,
     slab: Slab<T>,
 }
 
@@ -132,23 +129,23 @@ impl<T> Wheel<T> {
     /// allocates.
     pub fn with_capacity(capacity: usize) -> Self {
         Wheel {
-            now: 0,
-            levels: Box::new([const { Level::new() }; LEVELS]),
+            hierarchy: Hierarchy::starting_at(0),
             slab: Slab::with_capacity(capacity),
         }
     }
 
     /// An empty wheel whose time starts at `now`.
     pub fn starting_at(now: u64) -> Self {
-        let mut wheel = Self::new();
-        wheel.now = now;
-        wheel
+        Wheel {
+            hierarchy: Hierarchy::starting_at(now),
+            slab: Slab::with_capacity(0),
+        }
     }
 
     /// The current tick. While a timer returned by [`poll`](Self::poll) is
     /// handled, this is that timer's deadline.
     pub fn now(&self) -> u64 {
-        self.now
+        self.hierarchy.now()
     }
 
     /// Number of armed timers (including those due but not yet polled).
@@ -169,14 +166,14 @@ impl<T> Wheel<T> {
     /// Arms a timer due `delay` ticks from now. `delay == 0` makes it due at
     /// the current tick: the next [`poll`](Self::poll) returns it.
     pub fn insert(&mut self, delay: u64, value: T) -> TimerKey {
-        self.insert_at(self.now.saturating_add(delay), value)
+        self.insert_at(self.now().saturating_add(delay), value)
     }
 
     /// Arms a timer due at tick `deadline` (clamped to `now()` if earlier).
     pub fn insert_at(&mut self, deadline: u64, value: T) -> TimerKey {
-        let deadline = deadline.max(self.now);
-        let key = self.slab.insert(value, deadline);
-        self.link(key.index(), deadline);
+        let deadline = deadline.max(self.now());
+        let key = self.slab.insert(value);
+        self.hierarchy.link(&mut self.slab, key.index(), deadline);
         key
     }
 
@@ -197,7 +194,7 @@ impl<T> Wheel<T> {
             return Err(TimerError::InvalidRange);
         }
         self.insert_at_in_range(
-            self.now.saturating_add(earliest)..=self.now.saturating_add(latest),
+            self.now().saturating_add(earliest)..=self.now().saturating_add(latest),
             value,
         )
     }
@@ -221,15 +218,15 @@ impl<T> Wheel<T> {
         if earliest > latest {
             return Err(TimerError::InvalidRange);
         }
-        let earliest = earliest.max(self.now);
-        let latest = latest.max(self.now);
+        let earliest = earliest.max(self.now());
+        let latest = latest.max(self.now());
         Ok(self.insert_at(roundest_tick_in(earliest, latest), value))
     }
 
     /// Disarms the timer and returns its payload, or `None` if the key is stale.
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let index = self.slab.resolve(key)?;
-        self.unlink(index);
+        self.hierarchy.unlink(&mut self.slab, index);
         Some(self.slab.remove(index))
     }
 
@@ -240,16 +237,8 @@ impl<T> Wheel<T> {
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
     pub fn reschedule_at(&mut self, key: TimerKey, deadline: u64) -> Result<(), TimerError> {
         let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
-        let deadline = deadline.max(self.now);
-        let bucket = bucket_index(self.now, deadline);
-        let entry = self.slab.get(index);
-        if entry.bucket == bucket && entry.next == NIL {
-            // Same bucket and already last in it: only the deadline changes.
-            self.slab.get_mut(index).deadline = deadline;
-            return Ok(());
-        }
-        self.unlink(index);
-        self.link(index, deadline);
+        let deadline = deadline.max(self.now());
+        self.hierarchy.relink(&mut self.slab, index, deadline);
         Ok(())
     }
 
@@ -259,7 +248,7 @@ impl<T> Wheel<T> {
     /// # Errors
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
     pub fn reschedule(&mut self, key: TimerKey, delay: u64) -> Result<(), TimerError> {
-        self.reschedule_at(key, self.now.saturating_add(delay))
+        self.reschedule_at(key, self.now().saturating_add(delay))
     }
 
     /// The tick the timer is due at, or `None` if the key is stale.
@@ -287,21 +276,13 @@ impl<T> Wheel<T> {
 
     /// The earliest deadline of any armed timer (`now()` if one is due).
     ///
-    /// O(levels), plus a scan of one bucket when the earliest timer sits on a
-    /// level above 0 (that bucket spans many ticks).
+    /// O(levels) when the earliest timer sits on level 0. Above level 0 its
+    /// bucket spans many ticks and is walked once to find the exact minimum;
+    /// the answer is then remembered until the earliest timer fires, is
+    /// cancelled or moves, so repeated queries and queries after unrelated
+    /// changes cost O(1).
     pub fn next_deadline(&self) -> Option<u64> {
-        let (level, slot) = self.next_bucket()?;
-        if level == 0 {
-            return Some(self.bucket_start(0, slot));
-        }
-        let mut earliest = u64::MAX;
-        let mut index = self.levels[level].head[slot];
-        while index != NIL {
-            let entry = self.slab.get(index);
-            earliest = earliest.min(entry.deadline);
-            index = entry.next;
-        }
-        Some(earliest)
+        self.hierarchy.next_deadline(&self.slab)
     }
 
     /// The earliest tick at which the wheel has work: the deadline of the
@@ -313,8 +294,7 @@ impl<T> Wheel<T> {
     /// bucket. A driver that sleeps until this tick and polls is never late,
     /// and wakes early at most once per level on the way to a far deadline.
     pub fn next_wakeup(&self) -> Option<u64> {
-        self.next_bucket()
-            .map(|(level, slot)| self.bucket_start(level, slot))
+        self.hierarchy.next_wakeup()
     }
 
     /// Ticks from now until the next timer is due, at most `cap`. Returns `cap`
@@ -324,10 +304,10 @@ impl<T> Wheel<T> {
     pub fn ticks_to_next_event(&self, cap: u64) -> u64 {
         match self.next_wakeup() {
             None => cap,
-            Some(wakeup) if wakeup - self.now >= cap => cap,
+            Some(wakeup) if wakeup - self.now() >= cap => cap,
             Some(_) => self
                 .next_deadline()
-                .map_or(cap, |deadline| (deadline - self.now).min(cap)),
+                .map_or(cap, |deadline| (deadline - self.now()).min(cap)),
         }
     }
 
@@ -344,34 +324,15 @@ impl<T> Wheel<T> {
     ///
     /// A `target` before `now()` is treated as `now()`.
     pub fn poll(&mut self, target: u64) -> Option<Expired<T>> {
-        loop {
-            let due_slot = (self.now & SLOT_MASK) as usize;
-            if self.levels[0].is_occupied(due_slot) {
-                let index = self.levels[0].head[due_slot];
-                let key = self.slab.key_of(index);
-                let deadline = self.slab.get(index).deadline;
-                debug_assert_eq!(deadline, self.now);
-                self.unlink(index);
-                let value = self.slab.remove(index);
-                return Some(Expired {
-                    key,
-                    deadline,
-                    value,
-                });
-            }
-            match self.next_bucket() {
-                Some((level, slot)) if self.bucket_start(level, slot) <= target => {
-                    self.now = self.bucket_start(level, slot);
-                    if level > 0 {
-                        self.cascade(level, slot);
-                    }
-                }
-                _ => {
-                    self.now = self.now.max(target);
-                    return None;
-                }
-            }
-        }
+        let index = self.hierarchy.pop_due(&mut self.slab, target)?;
+        let key = self.slab.key_of(index);
+        let deadline = self.slab.get(index).deadline;
+        let value = self.slab.remove(index);
+        Some(Expired {
+            key,
+            deadline,
+            value,
+        })
     }
 
     /// Advances to `target`, handing at most `max` expired timers to `on_expired`
@@ -390,7 +351,7 @@ impl<T> Wheel<T> {
         // "nothing due by target", and the final `poll` then popped and
         // dropped a due timer. `now()` only grows during the call and never
         // passes the target, so the clamp changes nothing else.
-        let target = target.max(self.now);
+        let target = target.max(self.now());
         let mut expired = 0;
         while expired < max {
             match self.poll(target) {
@@ -419,154 +380,38 @@ impl<T> Wheel<T> {
     /// Iterates over armed timers as `(key, deadline, &payload)`, in no
     /// particular order.
     pub fn iter(&self) -> impl Iterator<Item = (TimerKey, u64, &T)> + '_ {
-        self.levels.iter().flat_map(move |level| {
-            level.head.iter().flat_map(move |&head| {
-                let mut index = head;
-                std::iter::from_fn(move || {
-                    if index == NIL {
-                        return None;
-                    }
-                    let entry = self.slab.get(index);
-                    let item = (
-                        self.slab.key_of(index),
-                        entry.deadline,
-                        entry.value.as_ref().expect("linked entry is occupied"),
-                    );
-                    index = entry.next;
-                    Some(item)
-                })
+        self.hierarchy.heads().flat_map(move |head| {
+            let mut index = head;
+            std::iter::from_fn(move || {
+                if index == NIL {
+                    return None;
+                }
+                let entry = self.slab.get(index);
+                let item = (
+                    self.slab.key_of(index),
+                    entry.deadline,
+                    entry.value.as_ref().expect("linked entry is occupied"),
+                );
+                index = entry.next;
+                Some(item)
             })
         })
-    }
-
-    /// The first non-empty bucket in time order: the due bucket if occupied,
-    /// else the lowest level's next occupied bucket. A lower level's next
-    /// bucket always starts before any higher level's: it lies inside the
-    /// current block of the level above.
-    fn next_bucket(&self) -> Option<(usize, usize)> {
-        for (level_no, level) in self.levels.iter().enumerate() {
-            if level.occupied == 0 {
-                continue;
-            }
-            let current = digit(self.now, level_no);
-            if level_no == 0 && level.is_occupied(current) {
-                return Some((0, current));
-            }
-            if let Some(slot) = level.next_occupied_after(current) {
-                return Some((level_no, slot));
-            }
-            debug_assert!(
-                false,
-                "occupied bucket at or behind the cursor on level {level_no}"
-            );
-        }
-        None
-    }
-
-    /// The first tick covered by `slot` on `level`, in the current block of the
-    /// level above.
-    fn bucket_start(&self, level: usize, slot: usize) -> u64 {
-        let shift = SLOT_BITS as usize * level;
-        let block_bits = shift + SLOT_BITS as usize;
-        let block = if block_bits >= 64 {
-            0
-        } else {
-            self.now & (u64::MAX << block_bits)
-        };
-        block | ((slot as u64) << shift)
-    }
-
-    /// Re-places every timer of a higher-level bucket relative to `now`
-    /// (which is the bucket's first tick), preserving list order.
-    fn cascade(&mut self, level: usize, slot: usize) {
-        let mut index = self.levels[level].head[slot];
-        self.levels[level].head[slot] = NIL;
-        self.levels[level].tail[slot] = NIL;
-        self.levels[level].occupied &= !(1 << slot);
-        while index != NIL {
-            let entry = self.slab.get(index);
-            let next = entry.next;
-            let deadline = entry.deadline;
-            self.link(index, deadline);
-            index = next;
-        }
-    }
-
-    /// Appends entry `index` to the bucket its deadline maps to.
-    fn link(&mut self, index: u32, deadline: u64) {
-        let bucket = bucket_index(self.now, deadline);
-        let (level, slot) = split_bucket(bucket);
-        let tail = self.levels[level].tail[slot];
-        {
-            let entry = self.slab.get_mut(index);
-            entry.deadline = deadline;
-            entry.bucket = bucket;
-            entry.prev = tail;
-            entry.next = NIL;
-        }
-        if tail == NIL {
-            self.levels[level].head[slot] = index;
-            self.levels[level].occupied |= 1 << slot;
-        } else {
-            self.slab.get_mut(tail).next = index;
-        }
-        self.levels[level].tail[slot] = index;
-    }
-
-    /// Removes entry `index` from its bucket.
-    fn unlink(&mut self, index: u32) {
-        let (prev, next, bucket) = {
-            let entry = self.slab.get(index);
-            (entry.prev, entry.next, entry.bucket)
-        };
-        let (level, slot) = split_bucket(bucket);
-        if prev == NIL {
-            self.levels[level].head[slot] = next;
-        } else {
-            self.slab.get_mut(prev).next = next;
-        }
-        if next == NIL {
-            self.levels[level].tail[slot] = prev;
-        } else {
-            self.slab.get_mut(next).prev = prev;
-        }
-        if self.levels[level].head[slot] == NIL {
-            self.levels[level].occupied &= !(1 << slot);
-        }
     }
 }
 
 impl<T> fmt::Debug for Wheel<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let occupancy: Vec<String> = self
-            .levels
-            .iter()
-            .map(|level| format!("{:#018x}", level.occupied))
+            .hierarchy
+            .occupancy()
+            .map(|bits| format!("{bits:#018x}"))
             .collect();
         f.debug_struct("Wheel")
-            .field("now", &self.now)
+            .field("now", &self.now())
             .field("len", &self.len())
             .field("occupancy", &occupancy)
             .finish()
     }
-}
-
-/// The base-64 digit of `tick` at `level`.
-fn digit(tick: u64, level: usize) -> usize {
-    ((tick >> (SLOT_BITS as usize * level)) & SLOT_MASK) as usize
-}
-
-/// The bucket (`level * SLOTS + slot`) for a timer due at `deadline >= now`:
-/// the level is the highest base-64 digit where the two differ.
-fn bucket_index(now: u64, deadline: u64) -> u16 {
-    let differing = (now ^ deadline) | SLOT_MASK;
-    let highest_bit = 63 - differing.leading_zeros() as usize;
-    let level = highest_bit / SLOT_BITS as usize;
-    (level * SLOTS + digit(deadline, level)) as u16
-}
-
-fn split_bucket(bucket: u16) -> (usize, usize) {
-    (bucket as usize / SLOTS, bucket as usize % SLOTS)
 }
 
 /// The tick in `earliest..=latest` with the most trailing zero bits (the

@@ -20,6 +20,8 @@
 
 use std::fmt;
 
+use super::hierarchy::{Node, Nodes, UNLINKED};
+
 /// The "no entry" link value.
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -75,7 +77,7 @@ pub(crate) struct Entry<T> {
     pub(crate) prev: u32,
     pub(crate) next: u32,
     generation: u32,
-    /// Which bucket (`level * SLOTS + slot`) holds this entry.
+    /// Which bucket (`level * SLOTS + slot`) holds this entry, or `UNLINKED`.
     pub(crate) bucket: u16,
 }
 
@@ -105,28 +107,25 @@ impl<T> Slab<T> {
     }
 
     /// Stores `value` and returns its key. The caller links it into a bucket.
-    pub(crate) fn insert(&mut self, value: T, deadline: u64) -> TimerKey {
+    pub(crate) fn insert(&mut self, value: T) -> TimerKey {
         self.len += 1;
         if self.free_head != NIL {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
             self.free_head = entry.next;
             entry.value = Some(value);
-            entry.deadline = deadline;
-            entry.prev = NIL;
-            entry.next = NIL;
             return TimerKey {
                 index,
                 generation: entry.generation,
             };
         }
-        self.push_fresh(value, deadline)
+        self.push_fresh(value)
     }
 
     /// Stores `value` in a new entry at the end (no vacant one to reuse).
     /// Out of line: in a steady state every insert reuses a freed entry.
     #[inline(never)]
-    fn push_fresh(&mut self, value: T, deadline: u64) -> TimerKey {
+    fn push_fresh(&mut self, value: T) -> TimerKey {
         let index = self.entries.len();
         // Index NIL is reserved as the "no entry" marker.
         assert!(
@@ -138,11 +137,11 @@ impl<T> Slab<T> {
         }
         self.entries.push(Entry {
             value: Some(value),
-            deadline,
+            deadline: 0,
             prev: NIL,
             next: NIL,
             generation: 0,
-            bucket: 0,
+            bucket: UNLINKED,
         });
         TimerKey {
             index: index as u32,
@@ -201,6 +200,35 @@ impl<T> Slab<T> {
     }
 }
 
+/// The slab is where a [`Wheel`](super::Wheel)'s hierarchy keeps its links.
+impl<T> Nodes for Slab<T> {
+    fn node(&self, index: u32) -> Node {
+        let entry = &self.entries[index as usize];
+        Node {
+            deadline: entry.deadline,
+            prev: entry.prev,
+            next: entry.next,
+            bucket: entry.bucket,
+        }
+    }
+
+    fn set_node(&mut self, index: u32, node: Node) {
+        let entry = &mut self.entries[index as usize];
+        entry.deadline = node.deadline;
+        entry.prev = node.prev;
+        entry.next = node.next;
+        entry.bucket = node.bucket;
+    }
+
+    fn set_prev(&mut self, index: u32, prev: u32) {
+        self.entries[index as usize].prev = prev;
+    }
+
+    fn set_next(&mut self, index: u32, next: u32) {
+        self.entries[index as usize].next = next;
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -210,7 +238,7 @@ mod tests {
         let mut slab = Slab::with_capacity(0);
         let mut capacity = 0;
         for i in 0..200_000usize {
-            slab.insert(i, 0);
+            slab.insert(i);
             if slab.capacity() != capacity {
                 capacity = slab.capacity();
                 let grown_from = i;
@@ -227,7 +255,7 @@ mod tests {
         let key = slab.key_of(7);
         assert_eq!(slab.remove(key.index()), 7);
         assert_eq!(slab.resolve(key), None);
-        assert_eq!(slab.insert(1, 0).index(), 7);
+        assert_eq!(slab.insert(1).index(), 7);
         assert_eq!(slab.capacity(), capacity);
     }
 }

@@ -7,6 +7,7 @@
 //! the randomised comparison against a reference model lives in
 //! `tests/wheel_differential.rs`.
 
+use super::level::SLOT_BITS;
 use super::*;
 
 /// Polls everything due up to `target`, checking on the way that `now()`
@@ -861,4 +862,34 @@ fn next_wakeup_is_a_cheap_lower_bound_that_reaches_the_deadline() {
     w.insert_at(300_000, ());
     assert_eq!(w.ticks_to_next_event(1000), 1000);
     assert_eq!(w.ticks_to_next_event(u64::MAX), 300_000);
+}
+
+#[test]
+fn next_deadline_is_remembered_and_forgotten_when_the_earliest_goes() {
+    // All three sit in one level-2 bucket (ticks 4096..8191 from now = 0),
+    // so the first query walks the bucket and later ones use the memo.
+    let mut wheel = Wheel::new();
+    let a = wheel.insert_at(5000, 'a');
+    let b = wheel.insert_at(4500, 'b');
+    let _c = wheel.insert_at(6000, 'c');
+    assert_eq!(wheel.next_deadline(), Some(4500));
+    assert_eq!(wheel.next_deadline(), Some(4500));
+    // Unrelated changes keep it; an earlier insert lowers it.
+    wheel.cancel(a);
+    assert_eq!(wheel.next_deadline(), Some(4500));
+    let d = wheel.insert_at(4400, 'd');
+    assert_eq!(wheel.next_deadline(), Some(4400));
+    // The earliest moving later or going away forgets it.
+    wheel.reschedule_at(d, 7000).unwrap();
+    assert_eq!(wheel.next_deadline(), Some(4500));
+    wheel.cancel(b);
+    assert_eq!(wheel.next_deadline(), Some(6000));
+    // Firing forgets it too.
+    assert_eq!(wheel.poll(6000).map(|e| e.value), Some('c'));
+    assert_eq!(wheel.next_deadline(), Some(7000));
+    // A clone carries the memo and stays exact on its own.
+    let mut copy = wheel.clone();
+    assert_eq!(copy.poll(7000).map(|e| e.value), Some('d'));
+    assert_eq!(copy.next_deadline(), None);
+    assert_eq!(wheel.next_deadline(), Some(7000));
 }

@@ -1,0 +1,323 @@
+//! The hierarchy of levels on its own: where a deadline goes, linking and
+//! unlinking, cascading, and finding what is due, over timer entries stored
+//! somewhere else.
+//!
+//! The entries live in a [`Nodes`] store and are addressed by `u32` index.
+//! [`Wheel`](super::Wheel) stores them in its slab next to each payload; the
+//! timer service stores them inside its timer slots (intrusive links), so a
+//! service timer costs no second allocation and no second cache miss. Both
+//! run exactly this code.
+//!
+//! # The next-deadline memo
+//!
+//! [`Hierarchy::next_deadline`] is exact. When the earliest timer sits on a
+//! level above 0 that needs a walk of one bucket, so the answer is kept until
+//! it may change: linking a timer lowers it (`min`), and unlinking the timer
+//! that holds it (it fired, was cancelled or moved) forgets it. Repeated
+//! queries, and queries after any change that does not touch the earliest
+//! timer, are O(1); the bucket is walked at most once per change of the
+//! earliest timer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::level::{Level, SLOTS, SLOT_BITS};
+use super::slab::NIL;
+
+/// Number of levels: enough base-64 digits to cover every `u64` deadline.
+pub const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
+
+const SLOT_MASK: u64 = (SLOTS as u64) - 1;
+
+/// `bucket` of an entry that is in no bucket.
+pub(crate) const UNLINKED: u16 = u16::MAX;
+
+/// The wheel's view of one timer entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Node {
+    /// The tick the timer is due at (`>= now` while linked).
+    pub(crate) deadline: u64,
+    /// Previous and next entry in the same bucket, or [`NIL`].
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+    /// Which bucket (`level * SLOTS + slot`) holds the entry, or [`UNLINKED`].
+    pub(crate) bucket: u16,
+}
+
+/// Where the entries live. Indices are the ones given to
+/// [`Hierarchy::link`]; the store never sees an index it did not hold.
+pub(crate) trait Nodes {
+    fn node(&self, index: u32) -> Node;
+    fn set_node(&mut self, index: u32, node: Node);
+    fn set_prev(&mut self, index: u32, prev: u32);
+    fn set_next(&mut self, index: u32, next: u32);
+}
+
+/// The levels and the current tick.
+pub(crate) struct Hierarchy {
+    now: u64,
+    levels: Box<[Level; LEVELS]>,
+    /// The exact earliest deadline when known (see the module docs).
+    earliest: Memo,
+}
+
+impl Clone for Hierarchy {
+    fn clone(&self) -> Self {
+        Hierarchy {
+            now: self.now,
+            levels: self.levels.clone(),
+            earliest: Memo(AtomicU64::new(self.earliest.0.load(Ordering::Relaxed))),
+        }
+    }
+}
+
+/// An `Option<u64>` that `&self` queries can fill in and that leaves the
+/// wheel `Sync` (a `Cell` would not). Only ever touched through `&mut` or by
+/// one thread's `&self` query at a time as far as the value matters: a
+/// relaxed atomic is a plain load or store. `u64::MAX` means "unknown", so
+/// an earliest deadline of exactly `u64::MAX` is simply never remembered.
+struct Memo(AtomicU64);
+
+impl Memo {
+    const UNKNOWN: u64 = u64::MAX;
+
+    fn get(&self) -> Option<u64> {
+        let value = self.0.load(Ordering::Relaxed);
+        (value != Self::UNKNOWN).then_some(value)
+    }
+
+    fn set(&self, value: Option<u64>) {
+        self.0
+            .store(value.unwrap_or(Self::UNKNOWN), Ordering::Relaxed);
+    }
+}
+
+impl Hierarchy {
+    pub(crate) fn starting_at(now: u64) -> Self {
+        Hierarchy {
+            now,
+            levels: Box::new([const { Level::new() }; LEVELS]),
+            earliest: Memo(AtomicU64::new(Memo::UNKNOWN)),
+        }
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Occupancy bitmaps, one per level (for `Debug`).
+    pub(crate) fn occupancy(&self) -> impl Iterator<Item = u64> + '_ {
+        self.levels.iter().map(|level| level.occupied)
+    }
+
+    /// Heads of every bucket (for iteration).
+    pub(crate) fn heads(&self) -> impl Iterator<Item = u32> + '_ {
+        self.levels
+            .iter()
+            .flat_map(|level| level.head.iter().copied())
+    }
+
+    /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to.
+    pub(crate) fn link<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        debug_assert!(deadline >= self.now);
+        let bucket = bucket_index(self.now, deadline);
+        let (level, slot) = split_bucket(bucket);
+        let tail = self.levels[level].tail[slot];
+        nodes.set_node(
+            index,
+            Node {
+                deadline,
+                prev: tail,
+                next: NIL,
+                bucket,
+            },
+        );
+        if tail == NIL {
+            self.levels[level].head[slot] = index;
+            self.levels[level].occupied |= 1 << slot;
+        } else {
+            nodes.set_next(tail, index);
+        }
+        self.levels[level].tail[slot] = index;
+        if let Some(earliest) = self.earliest.get() {
+            self.earliest.set(Some(earliest.min(deadline)));
+        }
+    }
+
+    /// Removes entry `index` from its bucket. Returns its deadline.
+    pub(crate) fn unlink<N: Nodes>(&mut self, nodes: &mut N, index: u32) -> u64 {
+        let node = nodes.node(index);
+        debug_assert_ne!(node.bucket, UNLINKED, "unlinking an unlinked entry");
+        let (level, slot) = split_bucket(node.bucket);
+        if node.prev == NIL {
+            self.levels[level].head[slot] = node.next;
+        } else {
+            nodes.set_next(node.prev, node.next);
+        }
+        if node.next == NIL {
+            self.levels[level].tail[slot] = node.prev;
+        } else {
+            nodes.set_prev(node.next, node.prev);
+        }
+        if self.levels[level].head[slot] == NIL {
+            self.levels[level].occupied &= !(1 << slot);
+        }
+        nodes.set_node(
+            index,
+            Node {
+                bucket: UNLINKED,
+                prev: NIL,
+                next: NIL,
+                ..node
+            },
+        );
+        if self.earliest.get() == Some(node.deadline) {
+            self.earliest.set(None);
+        }
+        node.deadline
+    }
+
+    /// Moves linked entry `index` to `deadline` (`>= now`), as unlink + link
+    /// (it goes last in its new bucket), without relinking when it is already
+    /// last in the right bucket.
+    pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        let node = nodes.node(index);
+        if node.bucket == bucket_index(self.now, deadline) && node.next == NIL {
+            nodes.set_node(index, Node { deadline, ..node });
+            if self.earliest.get() == Some(node.deadline) {
+                self.earliest.set(None);
+            }
+            if let Some(earliest) = self.earliest.get() {
+                self.earliest.set(Some(earliest.min(deadline)));
+            }
+            return;
+        }
+        self.unlink(nodes, index);
+        self.link(nodes, index, deadline);
+    }
+
+    /// The earliest deadline of any linked entry (`now` if one is due). See
+    /// the module docs for its cost.
+    pub(crate) fn next_deadline<N: Nodes>(&self, nodes: &N) -> Option<u64> {
+        if let Some(earliest) = self.earliest.get() {
+            return Some(earliest);
+        }
+        let (level, slot) = self.next_bucket()?;
+        let earliest = if level == 0 {
+            self.bucket_start(0, slot)
+        } else {
+            let mut earliest = u64::MAX;
+            let mut index = self.levels[level].head[slot];
+            while index != NIL {
+                let node = nodes.node(index);
+                earliest = earliest.min(node.deadline);
+                index = node.next;
+            }
+            earliest
+        };
+        self.earliest.set(Some(earliest));
+        Some(earliest)
+    }
+
+    /// The first tick of the earliest non-empty bucket: a lower bound of
+    /// [`next_deadline`](Self::next_deadline) in O(levels).
+    pub(crate) fn next_wakeup(&self) -> Option<u64> {
+        self.next_bucket()
+            .map(|(level, slot)| self.bucket_start(level, slot))
+    }
+
+    /// Unlinks and returns the next entry due at or before `target`, with
+    /// `now` advanced to its deadline; or, when none is, advances `now` to
+    /// `target` (or keeps it, if `target` is earlier) and returns `None`.
+    pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
+        loop {
+            let due_slot = (self.now & SLOT_MASK) as usize;
+            if self.levels[0].is_occupied(due_slot) {
+                let index = self.levels[0].head[due_slot];
+                let deadline = self.unlink(nodes, index);
+                debug_assert_eq!(deadline, self.now);
+                return Some(index);
+            }
+            match self.next_bucket() {
+                Some((level, slot)) if self.bucket_start(level, slot) <= target => {
+                    self.now = self.bucket_start(level, slot);
+                    if level > 0 {
+                        self.cascade(nodes, level, slot);
+                    }
+                }
+                _ => {
+                    self.now = self.now.max(target);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The first non-empty bucket in time order: the due bucket if occupied,
+    /// else the lowest level's next occupied bucket. A lower level's next
+    /// bucket always starts before any higher level's: it lies inside the
+    /// current block of the level above.
+    fn next_bucket(&self) -> Option<(usize, usize)> {
+        for (level_no, level) in self.levels.iter().enumerate() {
+            if level.occupied == 0 {
+                continue;
+            }
+            let current = digit(self.now, level_no);
+            if level_no == 0 && level.is_occupied(current) {
+                return Some((0, current));
+            }
+            if let Some(slot) = level.next_occupied_after(current) {
+                return Some((level_no, slot));
+            }
+            debug_assert!(
+                false,
+                "occupied bucket at or behind the cursor on level {level_no}"
+            );
+        }
+        None
+    }
+
+    /// The first tick covered by `slot` on `level`, in the current block of the
+    /// level above.
+    fn bucket_start(&self, level: usize, slot: usize) -> u64 {
+        let shift = SLOT_BITS as usize * level;
+        let block_bits = shift + SLOT_BITS as usize;
+        let block = if block_bits >= 64 {
+            0
+        } else {
+            self.now & (u64::MAX << block_bits)
+        };
+        block | ((slot as u64) << shift)
+    }
+
+    /// Re-places every entry of a higher-level bucket relative to `now`
+    /// (which is the bucket's first tick), preserving list order.
+    fn cascade<N: Nodes>(&mut self, nodes: &mut N, level: usize, slot: usize) {
+        let mut index = self.levels[level].head[slot];
+        self.levels[level].head[slot] = NIL;
+        self.levels[level].tail[slot] = NIL;
+        self.levels[level].occupied &= !(1 << slot);
+        while index != NIL {
+            let node = nodes.node(index);
+            self.link(nodes, index, node.deadline);
+            index = node.next;
+        }
+    }
+}
+
+/// The base-64 digit of `tick` at `level`.
+fn digit(tick: u64, level: usize) -> usize {
+    ((tick >> (SLOT_BITS as usize * level)) & SLOT_MASK) as usize
+}
+
+/// The bucket (`level * SLOTS + slot`) for a timer due at `deadline >= now`:
+/// the level is the highest base-64 digit where the two differ.
+fn bucket_index(now: u64, deadline: u64) -> u16 {
+    let differing = (now ^ deadline) | SLOT_MASK;
+    let highest_bit = 63 - differing.leading_zeros() as usize;
+    let level = highest_bit / SLOT_BITS as usize;
+    (level * SLOTS + digit(deadline, level)) as u16
+}
+
+fn split_bucket(bucket: u16) -> (usize, usize) {
+    (bucket as usize / SLOTS, bucket as usize % SLOTS)
+}
