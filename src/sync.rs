@@ -11,7 +11,7 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::atomic::{
-        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
     pub(crate) use std::sync::Arc;
     pub(crate) use std::thread;
@@ -48,7 +48,7 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{
-        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
     pub(crate) use loom::sync::Arc;
     pub(crate) use loom::thread;

@@ -194,7 +194,9 @@ fn start(
         let id = service
             .service
             .inner()
-            .start_raw(spec, Box::new(move |expiry| callback.fire(expiry)))?;
+            .start_raw(spec, move |expiry: &mut crate::Expiry<'_>| {
+                callback.fire(expiry)
+            })?;
         // SAFETY: checked by `out`.
         unsafe { put(timer_out, id.to_raw()) };
         Ok(())

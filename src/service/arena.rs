@@ -12,61 +12,72 @@
 //!
 //! # Memory
 //!
-//! Segment `k` holds `BASE << k` slots, so 27 segment pointers address 2^32
-//! slots and a service that never holds more than `n` timers at once owns at
-//! most about `2n` slots. Freed slots go back to a lock-free free list
-//! (a Treiber stack whose head carries an ABA tag) and are reused before the
-//! array grows: start/stop churn leaves memory flat.
+//! Slots come in segments that are never moved. Segments come in groups of
+//! three of one size, and each group's size doubles: `BASE`, `BASE`, `BASE`,
+//! `2 BASE`, `2 BASE`, `2 BASE`, `4 BASE`, ... A new segment therefore adds
+//! at most a third of what the arena already holds (plus `BASE` slots), so a
+//! service that never
+//! holds more than `n` timers at once owns at most about `4n/3` slots, and
+//! the segment number of an index is still a couple of shifts. Freed slots
+//! go back to a lock-free free list (a Treiber stack whose head carries an
+//! ABA tag) and are reused before the array grows: start/stop churn leaves
+//! memory flat.
+//!
+//! A slot is 48 bytes (checked by a test): the state word, the callback, and
+//! the shard wheel's links to other slots (the wheel is intrusive: a timer
+//! needs no entry anywhere else). The `next` link doubles as the free-list
+//! link while the slot is free, which is why it is an atomic.
 //!
 //! # Ownership of a slot's fields
 //!
-//! * `state` (the word, see [`state`](super::state)) and `next_free`: atomics,
-//!   any thread.
+//! * `state` (the word, see [`state`](super::state)) and `next`: atomics, any
+//!   thread. `next` is the wheel's forward link while the slot is linked
+//!   (written and read only by the owner) and the free-list link while the
+//!   slot is free; a free-list pop may read it while the slot is being reused,
+//!   and then fails its CAS on the tag. It is a std atomic even under loom:
+//!   its value never decides a race, and loom need not explore its accesses.
 //! * `shard`: written by the thread that allocated the slot before it
 //!   publishes the slot with a release store of the state word; read by others
 //!   after an acquire load of the word, and trusted only if a later CAS on the
 //!   word (same `gen`) succeeds.
-//! * `owned`: only the owner of the slot's shard touches it while the slot is
-//!   allocated; between free and the next allocation, only the allocator.
+//! * `owned` and `bucket`: only the owner of the slot's shard touches them
+//!   while the slot is allocated; between free and the next allocation, only
+//!   the allocator.
 
 use super::state::Word;
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
 #[cfg(not(loom))]
 const BASE_SHIFT: u32 = 6;
 #[cfg(loom)]
 const BASE_SHIFT: u32 = 1;
 const BASE: usize = 1 << BASE_SHIFT;
-const SEGMENTS: usize = 33 - BASE_SHIFT as usize;
+/// Segments of one size (see the module docs).
+const GROUP: usize = 3;
+/// Enough segments for every `u32` index.
+const SEGMENTS: usize = GROUP * ((u32::MAX as usize / (GROUP * BASE) + 1).ilog2() as usize + 1);
 const NIL: u32 = u32::MAX;
 
-/// What the callback of a timer is.
-pub(crate) type Callback = Box<dyn FnMut(&mut super::Expiry<'_>) + Send + 'static>;
+pub(crate) use super::callback::Callback;
 
 /// The shard owner's view of a slot. Only the owner touches it (see module docs).
 pub(crate) struct Owned {
     pub(crate) callback: Option<Callback>,
-    /// Period in ticks; 0 for a one-shot timer.
-    pub(crate) period: u64,
-    /// Fire every missed period in a burst instead of counting overruns.
-    pub(crate) burst: bool,
-    /// The wheel key while the slot is linked into the owner's wheel.
-    pub(crate) linked: Option<crate::TimerKey>,
+    /// The deadline tick of the current arming (while linked: the wheel's).
+    pub(crate) deadline: u64,
+    /// The wheel's backward link.
+    pub(crate) prev: u32,
     /// The arming `seq` the wheel entry stands for.
     pub(crate) linked_seq: u32,
-    /// The deadline tick of the current arming.
-    pub(crate) deadline: u64,
 }
 
 impl Owned {
     const fn empty() -> Self {
         Owned {
             callback: None,
-            period: 0,
-            burst: false,
-            linked: None,
-            linked_seq: 0,
             deadline: 0,
+            prev: NIL,
+            linked_seq: 0,
         }
     }
 }
@@ -74,9 +85,12 @@ impl Owned {
 /// One timer slot.
 pub(crate) struct Slot {
     pub(crate) state: AtomicU64,
-    pub(crate) shard: AtomicU32,
-    next_free: AtomicU32,
     pub(crate) owned: UnsafeCell<Owned>,
+    /// The wheel's forward link, or the free-list link (see module docs).
+    pub(crate) next: std::sync::atomic::AtomicU32,
+    /// The wheel bucket, or `UNLINKED`.
+    pub(crate) bucket: UnsafeCell<u16>,
+    pub(crate) shard: AtomicU16,
 }
 
 impl Slot {
@@ -84,9 +98,10 @@ impl Slot {
         Slot {
             // Generation 0 is never used, so the all-zero handle is always stale.
             state: AtomicU64::new(Word::free(1).0),
-            shard: AtomicU32::new(0),
-            next_free: AtomicU32::new(NIL),
             owned: UnsafeCell::new(Owned::empty()),
+            next: std::sync::atomic::AtomicU32::new(NIL),
+            bucket: UnsafeCell::new(crate::wheel::UNLINKED),
+            shard: AtomicU16::new(0),
         }
     }
 
@@ -135,14 +150,19 @@ unsafe impl Sync for Arena {}
 
 /// Segment number and offset of slot `index`.
 fn locate(index: u32) -> (usize, usize) {
-    let scaled = index as usize / BASE + 1;
-    let segment = (usize::BITS - 1 - scaled.leading_zeros()) as usize;
-    let start = BASE * ((1 << segment) - 1);
-    (segment, index as usize - start)
+    let scaled = index as usize / (GROUP * BASE) + 1;
+    let size_shift = scaled.ilog2() as usize;
+    let group_start = GROUP * BASE * ((1 << size_shift) - 1);
+    let within = index as usize - group_start;
+    let segment_shift = BASE_SHIFT as usize + size_shift;
+    (
+        GROUP * size_shift + (within >> segment_shift),
+        within & ((1 << segment_shift) - 1),
+    )
 }
 
 fn segment_len(segment: usize) -> usize {
-    BASE << segment
+    BASE << (segment / GROUP)
 }
 
 impl Arena {
@@ -193,7 +213,7 @@ impl Arena {
             .expect("freeing a slot that was never allocated");
         let mut head = self.free_head.load(Ordering::Acquire);
         loop {
-            slot.next_free.store(head as u32, Ordering::Relaxed);
+            slot.next.store(head as u32, Ordering::Relaxed);
             let new = (head & !0xFFFF_FFFF) | index as u64;
             match self
                 .free_head
@@ -213,7 +233,7 @@ impl Arena {
                 return None;
             }
             let slot = self.get(index).expect("free list holds an allocated index");
-            let next = slot.next_free.load(Ordering::Relaxed);
+            let next = slot.next.load(Ordering::Relaxed);
             // The tag in the high half changes on every pop, so a head that
             // was popped and pushed back meanwhile (ABA) fails this CAS.
             let tag = (head >> 32).wrapping_add(1);
@@ -304,7 +324,7 @@ mod tests {
                 expected = (expected.0 + 1, 0);
             }
         }
-        assert_eq!(locate(u32::MAX - 1).0, SEGMENTS - 1);
+        assert!(locate(u32::MAX - 1).0 < SEGMENTS);
     }
 
     #[test]
@@ -318,5 +338,26 @@ mod tests {
         assert_eq!(arena.slots(), 2);
         assert!(arena.get(2).is_none(), "never handed out");
         assert!(arena.get(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn segments_add_at_most_a_third() {
+        let mut total = 0usize;
+        for segment in 0..SEGMENTS {
+            // A third of what is there, plus `BASE` slots.
+            assert!(
+                3 * segment_len(segment) <= total + GROUP * BASE,
+                "segment {segment}"
+            );
+            total += segment_len(segment);
+        }
+        assert!(total > u32::MAX as usize, "every u32 index has a segment");
+    }
+
+    #[test]
+    fn a_slot_is_48_bytes() {
+        // Every armed timer pays for one slot (plus at most a third for
+        // growth): the memory target is 64 bytes per timer.
+        assert_eq!(std::mem::size_of::<Slot>(), 48);
     }
 }

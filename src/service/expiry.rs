@@ -93,7 +93,7 @@ impl Expiry<'_> {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        Inner::start(self.inner, spec, Box::new(callback))
+        Inner::start(self.inner, spec, callback)
     }
 
     /// Stops any timer by id.

@@ -41,10 +41,12 @@
 
 pub(crate) mod arena;
 mod builder;
+mod callback;
 mod clock;
 mod driver;
 mod expiry;
 pub(crate) mod intake;
+mod links;
 mod shard;
 pub(crate) mod state;
 mod stats;
@@ -60,7 +62,7 @@ pub use expiry::Expiry;
 pub use stats::Stats;
 pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
 
-use arena::{Arena, Owned, Slot};
+use arena::{Arena, Slot};
 use builder::Config;
 use clock::{duration_nanos, ServiceClock};
 use intake::Message;
@@ -171,7 +173,7 @@ impl TimerService {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        Inner::start(&self.inner, TimerSpec::after(delay), Box::new(callback))
+        Inner::start(&self.inner, TimerSpec::after(delay), callback)
     }
 
     /// Starts a periodic timer: first after `period`, then every `period`.
@@ -185,7 +187,7 @@ impl TimerService {
         Inner::start(
             &self.inner,
             TimerSpec::after(period).every(period),
-            Box::new(callback),
+            callback,
         )
     }
 
@@ -199,7 +201,7 @@ impl TimerService {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        Inner::start(&self.inner, spec, Box::new(callback))
+        Inner::start(&self.inner, spec, callback)
     }
 
     /// Stops a timer by id. See [`Timer::stop`].
@@ -263,6 +265,14 @@ impl fmt::Debug for TimerService {
     }
 }
 
+/// A START that passed its checks.
+struct Arming {
+    shard: usize,
+    deadline: u64,
+    /// Ticks; 0 for a one-shot timer.
+    period: u64,
+}
+
 impl Inner {
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
@@ -303,11 +313,14 @@ impl Inner {
         })
     }
 
-    pub(crate) fn start(
+    pub(crate) fn start<F>(
         inner: &Arc<Self>,
         spec: TimerSpec,
-        callback: arena::Callback,
-    ) -> Result<Timer, TimerError> {
+        callback: F,
+    ) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
         let id = inner.start_raw(spec, callback)?;
         Ok(Timer {
             inner: inner.clone(),
@@ -315,12 +328,20 @@ impl Inner {
         })
     }
 
-    /// START: allocate a slot, publish it armed, and hand it to its shard.
-    pub(crate) fn start_raw(
-        &self,
-        spec: TimerSpec,
-        callback: arena::Callback,
-    ) -> Result<TimerId, TimerError> {
+    /// START: check the spec, box the callback (with the period, if any) and
+    /// arm it.
+    pub(crate) fn start_raw<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        let arming = self.plan(&spec)?;
+        let callback = callback::boxed(callback, arming.period, spec.burst);
+        Ok(self.arm(arming, callback))
+    }
+
+    /// What a START will do: which shard, which deadline, which period; or
+    /// why it cannot.
+    fn plan(&self, spec: &TimerSpec) -> Result<Arming, TimerError> {
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
         }
@@ -350,24 +371,33 @@ impl Inner {
             }
         };
 
+        Ok(Arming {
+            shard,
+            deadline,
+            period,
+        })
+    }
+
+    /// Allocates a slot, publishes it armed, and hands it to its shard.
+    fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
+        let Arming {
+            shard, deadline, ..
+        } = arming;
         let index = self.alloc_slot(shard);
         let slot = self.slot(index);
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
         // SAFETY: the slot is FREE and was just popped from the free list (or
         // is fresh): this thread owns it exclusively until the release store
-        // below publishes it.
+        // below publishes it. Its wheel links are those of an unlinked slot
+        // (the owner unlinks before it frees), and stay as they are.
         slot.owned.with_mut(|owned| unsafe {
-            *owned = Owned {
-                callback: Some(callback),
-                period,
-                burst: spec.burst,
-                linked: None,
-                linked_seq: 0,
-                deadline,
-            }
+            (*owned).callback = Some(callback);
+            (*owned).deadline = deadline;
+            (*owned).linked_seq = 0;
         });
-        slot.shard.store(shard as u32, Ordering::Relaxed);
+        // Shards are at most 4096 (`Builder::shards`).
+        slot.shard.store(shard as u16, Ordering::Relaxed);
         let armed = free.with_arm(ARMED).with(HANDLE);
         slot.state.store(armed.0, Ordering::Release);
         self.send(
@@ -378,7 +408,7 @@ impl Inner {
                 arm: Some((armed.seq(), deadline)),
             },
         );
-        Ok(TimerId::new(index, armed.gen()))
+        TimerId::new(index, armed.gen())
     }
 
     /// A free slot for a timer on `shard`: on the shard's owner thread, one

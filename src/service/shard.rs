@@ -10,11 +10,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::arena::{Owned, Slot};
 use super::intake::{Intake, Message};
+use super::links::SlotNodes;
 use super::state::{Word, ARMED, CANCELLED, FIRED, RUNNING};
 use super::stats::ShardCounters;
 use super::{Expiry, Inner, PanicReport, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
-use crate::Wheel;
+use crate::wheel::{Hierarchy, UNLINKED};
 
 // SAFETY: `core` is only touched by the thread that holds the shard's claim
 // (an acquire CAS on `claimed`, released with a release store), see the
@@ -37,8 +38,10 @@ pub(crate) struct Shard {
 }
 
 struct ShardCore {
-    /// Payload: slot index.
-    wheel: Wheel<u32>,
+    /// The wheel; its entries live in the slots (see `links.rs`).
+    wheel: Hierarchy,
+    /// Slots linked into the wheel.
+    linked: usize,
     /// Slots this owner freed, kept for its own next starts: the per-core
     /// pattern (start and stop on the owner's thread) then never touches the
     /// service-wide free list, a cache line every shard would share.
@@ -65,6 +68,15 @@ unsafe fn owned<R>(slot: &Slot, f: impl FnOnce(&mut Owned) -> R) -> R {
     slot.owned.with_mut(|owned| f(unsafe { &mut *owned }))
 }
 
+/// Is the slot linked into its shard's wheel?
+///
+/// # Safety
+/// As for [`owned`].
+unsafe fn is_linked(slot: &Slot) -> bool {
+    // SAFETY: exclusive access is the caller's contract.
+    slot.bucket.with(|bucket| unsafe { *bucket } != UNLINKED)
+}
+
 impl Shard {
     pub(crate) fn new() -> Self {
         Shard {
@@ -73,7 +85,8 @@ impl Shard {
             claimed: AtomicBool::new(false),
             polling: AtomicBool::new(false),
             core: UnsafeCell::new(ShardCore {
-                wheel: Wheel::new(),
+                wheel: Hierarchy::starting_at(0),
+                linked: 0,
                 free_slots: Vec::new(),
             }),
             counters: ShardCounters::default(),
@@ -175,16 +188,22 @@ impl Shard {
         loop {
             // SAFETY (all blocks below): the caller owns the shard.
             unsafe { self.take_intake(inner) };
-            let due = unsafe { self.core(|core| core.wheel.poll(now)) };
+            let due = unsafe {
+                self.core(|core| {
+                    let mut nodes = SlotNodes::new(&inner.arena);
+                    let index = core.wheel.pop_due(&mut nodes, now)?;
+                    core.linked -= 1;
+                    Some((index, core.wheel.now()))
+                })
+            };
             match due {
-                Some(expired) => {
-                    let ran =
-                        unsafe { self.expire(inner, shard, expired.value, expired.deadline, now) };
+                Some((index, deadline)) => {
+                    let ran = unsafe { self.expire(inner, shard, index, deadline, now) };
                     polled.fired += usize::from(ran);
                 }
                 None if self.intake.is_empty() => {
                     // SAFETY: the caller owns the shard.
-                    let armed = unsafe { self.core(|core| core.wheel.len()) };
+                    let armed = unsafe { self.core(|core| core.linked) };
                     self.counters.armed.set(armed as u64);
                     return polled;
                 }
@@ -219,7 +238,7 @@ impl Shard {
         if let Some((seq, deadline)) = message.arm {
             if word.is_armed() && word.seq() == seq {
                 // SAFETY: forwarded.
-                unsafe { self.link(slot, message.index, deadline, seq) };
+                unsafe { self.link(inner, slot, message.index, deadline, seq) };
                 return;
             }
         }
@@ -227,33 +246,48 @@ impl Shard {
         unsafe { self.settle(inner, slot, message.index, word) };
     }
 
-    /// Puts arming `seq` of a slot into the wheel at `deadline`, replacing
-    /// any older entry. A deadline at or before the last processed tick goes
-    /// to the next tick.
+    /// Puts arming `seq` of a slot into the wheel at `deadline`, moving it
+    /// if an older arming is linked (it goes last among its tick's timers,
+    /// as a new arming does). A deadline at or before the last processed
+    /// tick goes to the next tick.
     ///
     /// # Safety
     /// The caller owns the shard.
-    unsafe fn link(&self, slot: &Slot, index: u32, deadline: u64, seq: u32) {
+    unsafe fn link(&self, inner: &Inner, slot: &Slot, index: u32, deadline: u64, seq: u32) {
         // SAFETY: the caller owns the shard, hence the wheel and the slot's
-        // owner-side fields; the two closures do not nest.
+        // owner-side fields; no `owned` closure is live while `nodes` is used.
         unsafe {
-            let old = owned(slot, |owned| owned.linked.take());
+            let linked = is_linked(slot);
             self.core(|core| {
-                if let Some(key) = old {
-                    core.wheel.cancel(key);
-                }
+                let mut nodes = SlotNodes::new(&inner.arena);
                 let now = core.wheel.now();
                 let deadline = if deadline <= now {
                     now.saturating_add(1)
                 } else {
                     deadline
                 };
-                let key = core.wheel.insert_at(deadline, index);
-                owned(slot, |owned| {
-                    owned.linked = Some(key);
-                    owned.linked_seq = seq;
-                    owned.deadline = deadline;
-                });
+                if linked {
+                    core.wheel.relink(&mut nodes, index, deadline);
+                } else {
+                    core.wheel.link(&mut nodes, index, deadline);
+                    core.linked += 1;
+                }
+            });
+            owned(slot, |owned| owned.linked_seq = seq);
+        }
+    }
+
+    /// Takes a linked slot out of the wheel.
+    ///
+    /// # Safety
+    /// The caller owns the shard and the slot is linked.
+    unsafe fn unlink(&self, inner: &Inner, index: u32) {
+        // SAFETY: forwarded.
+        unsafe {
+            self.core(|core| {
+                let mut nodes = SlotNodes::new(&inner.arena);
+                core.wheel.unlink(&mut nodes, index);
+                core.linked -= 1;
             });
         }
     }
@@ -266,18 +300,14 @@ impl Shard {
     unsafe fn settle(&self, inner: &Inner, slot: &Slot, index: u32, mut word: Word) {
         // SAFETY: the caller owns the shard.
         let stale = unsafe {
-            owned(slot, |owned| {
-                owned
-                    .linked
-                    .filter(|_| !word.is_armed() || owned.linked_seq != word.seq())
-            })
+            is_linked(slot)
+                && owned(slot, |owned| {
+                    !word.is_armed() || owned.linked_seq != word.seq()
+                })
         };
-        if let Some(key) = stale {
-            // SAFETY: as above.
-            unsafe {
-                owned(slot, |owned| owned.linked = None);
-                self.core(|core| core.wheel.cancel(key));
-            }
+        if stale {
+            // SAFETY: as above; the slot is linked.
+            unsafe { self.unlink(inner, index) };
         }
         loop {
             if !word.is_reclaimable() {
@@ -294,12 +324,12 @@ impl Shard {
             }
         }
         // SAFETY: the caller owns the shard, and the slot is FREE now but
-        // not yet on the free list, so no allocator can reach it.
+        // not yet on the free list, so no allocator can reach it. It is not
+        // linked: a reclaimable word is not armed, so it was unlinked above
+        // (or popped by `poll`).
         let callback = unsafe {
-            owned(slot, |owned| {
-                owned.linked = None;
-                owned.callback.take()
-            })
+            debug_assert!(!is_linked(slot));
+            owned(slot, |owned| owned.callback.take())
         };
         self.counters.freed.bump(1);
         if word.gen().wrapping_add(1) != 0 {
@@ -338,13 +368,9 @@ impl Shard {
         now: u64,
     ) -> bool {
         let slot = inner.arena.get(index).expect("linked slot exists");
-        // SAFETY (all `owned` calls here): the caller owns the shard.
-        let linked_seq = unsafe {
-            owned(slot, |owned| {
-                owned.linked = None;
-                owned.linked_seq
-            })
-        };
+        // SAFETY (all `owned` calls here): the caller owns the shard. `poll`
+        // has just unlinked the slot.
+        let linked_seq = unsafe { owned(slot, |owned| owned.linked_seq) };
         let mut word = slot.load(Ordering::Acquire);
         let running = loop {
             if !word.is_armed() || word.seq() != linked_seq {
@@ -362,11 +388,10 @@ impl Shard {
         };
 
         let id = TimerId::new(index, word.gen());
-        let (mut callback, period, burst) = unsafe {
-            owned(slot, |owned| {
-                (owned.callback.take(), owned.period, owned.burst)
-            })
-        };
+        let mut callback = unsafe { owned(slot, |owned| owned.callback.take()) };
+        let (period, burst) = callback
+            .as_ref()
+            .map_or((0, false), |callback| callback.period());
         // A periodic timer decides its next deadline (and what it skipped)
         // from the tick it fires at, before the callback runs.
         let (next, overruns) = if period > 0 {
@@ -387,7 +412,7 @@ impl Shard {
             };
             let previous =
                 RUNNING_CALLBACK.with(|running| running.replace((inner.address(), id.to_raw())));
-            let result = catch_unwind(AssertUnwindSafe(|| callback(&mut expiry)));
+            let result = catch_unwind(AssertUnwindSafe(|| callback.fire(&mut expiry)));
             RUNNING_CALLBACK.with(|running| running.set(previous));
             if let Err(payload) = result {
                 self.counters.panics.bump(1);
@@ -408,7 +433,7 @@ impl Shard {
             self.counters.overruns.bump(overruns);
             let rearmed = running.with_arm(ARMED).without(RUNNING).next_seq();
             if slot.cas(running, rearmed).is_ok() {
-                unsafe { self.link(slot, index, next, rearmed.seq()) };
+                unsafe { self.link(inner, slot, index, next, rearmed.seq()) };
                 return true;
             }
         }
@@ -424,8 +449,14 @@ impl Shard {
     pub(crate) fn sweep(&self, inner: &Inner, shard: usize) {
         // Messages are moot now: the sweep looks at every slot itself.
         self.intake.drain(|_| {});
-        // SAFETY: the caller has claimed the shard.
-        unsafe { self.core(|core| core.wheel = Wheel::new()) };
+        // SAFETY: the caller has claimed the shard. The slots are marked
+        // unlinked one by one below.
+        unsafe {
+            self.core(|core| {
+                core.wheel = Hierarchy::starting_at(core.wheel.now());
+                core.linked = 0;
+            })
+        };
         inner.arena.for_each(|index, slot| {
             let mut word = slot.load(Ordering::Acquire);
             if word.arm() == super::state::FREE
@@ -451,10 +482,8 @@ impl Shard {
             // SAFETY: we own the shard, and this slot belongs to it (its
             // shard field was written before the word we acquired).
             let callback = unsafe {
-                owned(slot, |owned| {
-                    owned.linked = None;
-                    owned.callback.take()
-                })
+                slot.bucket.with_mut(|bucket| *bucket = UNLINKED);
+                owned(slot, |owned| owned.callback.take())
             };
             drop(callback);
             // SAFETY: as above.

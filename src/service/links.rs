@@ -1,0 +1,72 @@
+//! A shard's wheel threaded through its timer slots.
+//!
+//! The shard runs the same level hierarchy as [`Wheel`](crate::Wheel)
+//! (`crate::wheel::Hierarchy`), but keeps each timer's wheel entry (deadline,
+//! links, bucket) inside the timer's slot instead of in a slab of its own:
+//! one allocation and one cache line per timer instead of two.
+
+use super::arena::{Arena, Slot};
+use crate::sync::Ordering;
+use crate::wheel::{Node, Nodes};
+
+/// The slots of one shard, seen as wheel entries.
+///
+/// Only the shard's owner may build one (see [`SlotNodes::new`]).
+pub(crate) struct SlotNodes<'a> {
+    arena: &'a Arena,
+}
+
+impl<'a> SlotNodes<'a> {
+    /// # Safety
+    /// The caller must own the shard whose wheel this is, every index the
+    /// wheel is given must be a slot of that shard (allocated, not free), and
+    /// no other reference to those slots' `owned` or `bucket` fields may be
+    /// live while the value is used.
+    pub(crate) unsafe fn new(arena: &'a Arena) -> Self {
+        SlotNodes { arena }
+    }
+
+    fn slot(&self, index: u32) -> &'a Slot {
+        self.arena.get(index).expect("a linked slot exists")
+    }
+}
+
+impl Nodes for SlotNodes<'_> {
+    fn node(&self, index: u32) -> Node {
+        let slot = self.slot(index);
+        // SAFETY (all accesses here): the owner's exclusive fields, see `new`.
+        let (deadline, prev) = slot
+            .owned
+            .with(|owned| unsafe { ((*owned).deadline, (*owned).prev) });
+        Node {
+            deadline,
+            prev,
+            next: slot.next.load(Ordering::Relaxed),
+            bucket: slot.bucket.with(|bucket| unsafe { *bucket }),
+        }
+    }
+
+    fn set_node(&mut self, index: u32, node: Node) {
+        let slot = self.slot(index);
+        // SAFETY: as in `node`.
+        slot.owned.with_mut(|owned| unsafe {
+            (*owned).deadline = node.deadline;
+            (*owned).prev = node.prev;
+        });
+        slot.next.store(node.next, Ordering::Relaxed);
+        // SAFETY: as in `node`.
+        slot.bucket
+            .with_mut(|bucket| unsafe { *bucket = node.bucket });
+    }
+
+    fn set_prev(&mut self, index: u32, prev: u32) {
+        // SAFETY: as in `node`.
+        self.slot(index)
+            .owned
+            .with_mut(|owned| unsafe { (*owned).prev = prev });
+    }
+
+    fn set_next(&mut self, index: u32, next: u32) {
+        self.slot(index).next.store(next, Ordering::Relaxed);
+    }
+}
