@@ -273,6 +273,44 @@ fn service(full: bool) {
         drop(guard);
     }
 
+    // The worst case is right after the arena adds a segment: sample every
+    // growth of the live heap on the way to the largest size.
+    let largest = *sizes.last().unwrap();
+    println!();
+    println!("TimerService: bytes per armed timer right after each growth of the heap");
+    println!("| n (timers after the growth) | live heap bytes | bytes per armed timer |");
+    println!("|---:|---:|---:|");
+    let mut handles: Vec<Timer> = Vec::with_capacity(largest);
+    let before = live();
+    let (service, mut guard) = owned_service();
+    let mut heap = 0;
+    let mut worst = (0.0f64, 0usize);
+    for i in 0..largest {
+        let delay = Duration::from_millis(3_600_000 + delay(i));
+        handles.push(service.start(delay, |_| {}).unwrap());
+        let now = live() - before;
+        if now > heap {
+            heap = now;
+            let n = i + 1;
+            let bytes = now as f64 / n as f64;
+            if n >= 100_000 {
+                println!("| {n} | {now} | {bytes:.1} |");
+                if bytes > worst.0 {
+                    worst = (bytes, n);
+                }
+            }
+        }
+    }
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, largest as u64);
+    println!(
+        "worst from 100k to {largest} timers: {:.1} bytes per timer at n = {}",
+        worst.0, worst.1
+    );
+    drop(handles);
+    drop(guard);
+    drop(service);
+
     // Churn from the owner: 100k armed one-hour timers, then 5 million
     // start/stop pairs (stop, then drop the handle), polling every 1000.
     println!();

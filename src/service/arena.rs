@@ -13,11 +13,11 @@
 //! # Memory
 //!
 //! Slots come in segments that are never moved. Segments come in groups of
-//! three of one size, and each group's size doubles: `BASE`, `BASE`, `BASE`,
-//! `2 BASE`, `2 BASE`, `2 BASE`, `4 BASE`, ... A new segment therefore adds
-//! at most a third of what the arena already holds (plus `BASE` slots), so a
-//! service that never
-//! holds more than `n` timers at once owns at most about `4n/3` slots, and
+//! four of one size, and each group's size doubles: `BASE` four times, then
+//! `2 BASE` four times, `4 BASE`, ... A new segment therefore adds at most a
+//! quarter of what the arena already holds (plus `BASE` slots), so a service
+//! that never holds more than `n` timers at once owns at most about `5n/4`
+//! slots (60 bytes per timer), and
 //! the segment number of an index is still a couple of shifts. Freed slots
 //! go back to a lock-free free list (a Treiber stack whose head carries an
 //! ABA tag) and are reused before the array grows: start/stop churn leaves
@@ -53,7 +53,7 @@ const BASE_SHIFT: u32 = 6;
 const BASE_SHIFT: u32 = 1;
 const BASE: usize = 1 << BASE_SHIFT;
 /// Segments of one size (see the module docs).
-const GROUP: usize = 3;
+const GROUP: usize = 4;
 /// Enough segments for every `u32` index.
 const SEGMENTS: usize = GROUP * ((u32::MAX as usize / (GROUP * BASE) + 1).ilog2() as usize + 1);
 const NIL: u32 = u32::MAX;
@@ -341,12 +341,12 @@ mod tests {
     }
 
     #[test]
-    fn segments_add_at_most_a_third() {
+    fn segments_add_at_most_a_quarter() {
         let mut total = 0usize;
         for segment in 0..SEGMENTS {
-            // A third of what is there, plus `BASE` slots.
+            // A quarter of what is there, plus `BASE` slots.
             assert!(
-                3 * segment_len(segment) <= total + GROUP * BASE,
+                4 * segment_len(segment) <= total + GROUP * BASE,
                 "segment {segment}"
             );
             total += segment_len(segment);
@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_48_bytes() {
-        // Every armed timer pays for one slot (plus at most a third for
+        // Every armed timer pays for one slot (plus at most a quarter for
         // growth): the memory target is 64 bytes per timer.
         assert_eq!(std::mem::size_of::<Slot>(), 48);
     }
