@@ -25,7 +25,13 @@
 //! * `tickwheel-embedded`: a service with one shard per thread and
 //!   `Driver::Embedded`; thread `t` claims shard `t`, starts on it (applied
 //!   directly: it is the owner) and polls it after every 256 pairs, which
-//!   takes in the STOPs other threads queued. The per-core pattern.
+//!   takes in the STOPs other threads queued. The per-core pattern. STOP is
+//!   `Timer::cancel` (stop and give up the handle in one transition); START
+//!   takes a delay, so it reads the clock.
+//! * `tickwheel-embedded-looptime`: the same, but START takes a deadline
+//!   from the loop's time (an `Instant` read once per round of 256, as an
+//!   event loop reads the clock once per wakeup), like the peers, which take
+//!   a delay in ticks and read no clock.
 //! * `tickwheel-threads`: one shard per thread with driver threads; the bench
 //!   threads own no shard, so every START and STOP goes through a shard's
 //!   intake (remote). The driver threads share the same cores.
@@ -52,7 +58,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use tickwheel::{Driver, ShardGuard, Timer, TimerKey, TimerService, Wheel};
+use tickwheel::{Driver, ShardGuard, Timer, TimerKey, TimerService, TimerSpec, Wheel};
 
 /// Armed before timing, over all threads.
 const POPULATION: usize = 100_000;
@@ -101,12 +107,7 @@ impl Shared for Embedded {
     type Local = ShardGuard;
     type Key = Timer;
     fn new(threads: usize) -> Self {
-        let service = TimerService::builder()
-            .shards(threads)
-            .driver(Driver::Embedded)
-            .build()
-            .unwrap();
-        Embedded(service)
+        Embedded(embedded_service(threads))
     }
     fn local(&self, thread: usize) -> ShardGuard {
         self.0.claim_shard(thread).unwrap()
@@ -117,11 +118,48 @@ impl Shared for Embedded {
             .unwrap()
     }
     fn stop(&self, _: &mut ShardGuard, timer: Timer) {
-        black_box(timer.stop());
+        black_box(timer.cancel());
     }
     fn maintain(&self, guard: &mut ShardGuard) {
         black_box(guard.poll().unwrap());
     }
+}
+
+/// As [`Embedded`], but deadlines are taken from the owner's loop time (an
+/// `Instant` read once per round, as an event loop reads the clock once per
+/// wakeup) instead of a clock read inside every START: the peers take a
+/// delay in ticks and read no clock either.
+struct EmbeddedLoopTime(TimerService);
+
+impl Shared for EmbeddedLoopTime {
+    const NAME: &'static str = "tickwheel-embedded-looptime";
+    type Local = (ShardGuard, Instant);
+    type Key = Timer;
+    fn new(threads: usize) -> Self {
+        EmbeddedLoopTime(embedded_service(threads))
+    }
+    fn local(&self, thread: usize) -> (ShardGuard, Instant) {
+        (self.0.claim_shard(thread).unwrap(), Instant::now())
+    }
+    fn start(&self, (_, now): &mut (ShardGuard, Instant), delay_ms: u64) -> Timer {
+        let spec = TimerSpec::at(*now + Duration::from_millis(delay_ms));
+        self.0.schedule(spec, |_| {}).unwrap()
+    }
+    fn stop(&self, _: &mut (ShardGuard, Instant), timer: Timer) {
+        black_box(timer.cancel());
+    }
+    fn maintain(&self, (guard, now): &mut (ShardGuard, Instant)) {
+        black_box(guard.poll().unwrap());
+        *now = Instant::now();
+    }
+}
+
+fn embedded_service(shards: usize) -> TimerService {
+    TimerService::builder()
+        .shards(shards)
+        .driver(Driver::Embedded)
+        .build()
+        .unwrap()
 }
 
 struct Threads(TimerService);
@@ -145,7 +183,7 @@ impl Shared for Threads {
             .unwrap()
     }
     fn stop(&self, _: &mut (), timer: Timer) {
-        black_box(timer.stop());
+        black_box(timer.cancel());
     }
 }
 
@@ -465,6 +503,7 @@ fn main() {
         .configure_from_args();
     for mode in [Mode::Local, Mode::Cross] {
         bench::<Embedded>(&mut c, mode);
+        bench::<EmbeddedLoopTime>(&mut c, mode);
         bench::<Threads>(&mut c, mode);
         bench::<MutexHeap>(&mut c, mode);
         bench::<MutexWheel>(&mut c, mode);

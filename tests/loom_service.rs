@@ -414,3 +414,42 @@ fn stop_vs_stop_vs_fire() {
         assert_eq!(probe.runs.load(SeqCst), 1 - cancelled, "{outcomes:?}");
     });
 }
+
+/// The service's lifetime against its handles (`Timer::new` / `Drop`): the
+/// last handle of a shard going away on one thread, a new handle on the same
+/// shard made and dropped on another, and the last `TimerService` dropped on
+/// a third. Each shard holds one strong count of the service while it has
+/// handles; the model checks that the service is freed exactly once, after
+/// the last handle (loom reports a leaked `Arc`, and the callback's drop is
+/// counted), whatever the order.
+#[test]
+fn last_handle_vs_new_handle_vs_service_drop() {
+    model("last_handle_vs_new_handle_vs_service_drop", || {
+        let (service, owner, _clock) = service();
+        drop(owner);
+        let probe = std::sync::Arc::new(Probe::default());
+        let first = service.start(TICK * 5, counting_callback(&probe)).unwrap();
+        // Cancelled, or Inactive when the shutdown sweep got there first.
+        let dropper = thread::spawn(move || {
+            assert!(matches!(first.cancel(), Stop::Cancelled | Stop::Inactive))
+        });
+        let starter = {
+            let service = service.clone();
+            let probe = probe.clone();
+            thread::spawn(move || {
+                let second = service.start(TICK * 5, counting_callback(&probe)).unwrap();
+                assert!(second.is_armed());
+                second
+            })
+        };
+        drop(service);
+        dropper.join().unwrap();
+        let second = starter.join().unwrap();
+        // The service is shut down (its last clone went) but still alive for
+        // the handle that outlives it.
+        assert_eq!(second.stop(), Stop::Inactive);
+        drop(second);
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(probe.drops.load(SeqCst), 2, "both callbacks dropped");
+    });
+}

@@ -603,3 +603,50 @@ fn public_types_are_send_and_sync() {
     assert_send_sync::<TimerId>();
     assert_send_sync::<TimerError>();
 }
+
+/// Item 8 for `Timer::cancel`: STOP and RELEASE in one transition give the
+/// same outcomes as `stop()` then drop, and item 13: the slot is reclaimed by
+/// the owner's next poll.
+#[test]
+fn item8_cancel_is_stop_and_release_in_one() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+
+    // Armed: Cancelled, never fires, memory back at the next poll.
+    let armed = service.start(5 * MS, log.callback(1)).unwrap();
+    let id = armed.id();
+    assert_eq!(armed.cancel(), Stop::Cancelled);
+    assert_eq!(service.stop_id(id), Stop::Inactive, "the id is stale");
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, 0);
+    step_ticks(&mut guard, &clock, 10);
+    assert!(log.take().is_empty(), "a cancelled timer fired");
+
+    // Fired: Fired.
+    let fired = service.start(MS, log.callback(2)).unwrap();
+    step_ticks(&mut guard, &clock, 2);
+    assert_eq!(log.take().len(), 1);
+    assert_eq!(fired.cancel(), Stop::Fired);
+
+    // Stopped before: Inactive.
+    let stopped = service.start(MS, log.callback(3)).unwrap();
+    assert_eq!(stopped.stop(), Stop::Cancelled);
+    assert_eq!(stopped.cancel(), Stop::Inactive);
+
+    // Periodic: cancelled for good.
+    let periodic = service.start_periodic(2 * MS, log.callback(4)).unwrap();
+    step_ticks(&mut guard, &clock, 3);
+    assert_eq!(log.take().len(), 1);
+    assert_eq!(periodic.cancel(), Stop::Cancelled);
+    step_ticks(&mut guard, &clock, 10);
+    assert!(
+        log.take().is_empty(),
+        "a cancelled periodic timer fired again"
+    );
+
+    // Every slot freed: the four timers' slots are all back for reuse.
+    guard.poll().unwrap();
+    let stats = service.stats();
+    assert_eq!(stats.armed, 0);
+    assert_eq!(stats.freed, 4, "{stats:?}");
+}

@@ -120,7 +120,7 @@ impl Slot {
 /// Keeps a hot atomic on a cache line of its own (128 bytes: two lines, for
 /// CPUs that prefetch in pairs).
 #[repr(align(128))]
-struct CacheLine<T>(T);
+pub(crate) struct CacheLine<T>(pub(crate) T);
 
 impl<T> std::ops::Deref for CacheLine<T> {
     type Target = T;

@@ -86,13 +86,19 @@ impl fmt::Debug for ManualClock {
 }
 
 /// A clock bound to its origin, as a service reads it.
+///
+/// # Never backwards, per shard
+///
+/// A reading that is lower than one already used for a shard is held at that
+/// earlier reading: a clock that steps back counts as no time passing. The
+/// mark is kept per shard (`Shard::clock_mark`), not per service: the
+/// readings that must agree are those that place and fire the timers of one
+/// wheel (its STARTs' deadlines and its owner's polls), and a service-wide
+/// mark would be one cache line written by every START on every core.
 #[derive(Debug)]
 pub(crate) struct ServiceClock {
     origin: Instant,
     kind: Clock,
-    /// The latest reading handed out: a monotonic clock that misbehaves and
-    /// goes backwards counts as no time passing.
-    high_water: AtomicU64,
 }
 
 impl ServiceClock {
@@ -100,23 +106,21 @@ impl ServiceClock {
         ServiceClock {
             origin: Instant::now(),
             kind,
-            high_water: AtomicU64::new(0),
         }
     }
 
-    /// Nanoseconds since the origin; never decreases.
-    pub(crate) fn now_nanos(&self) -> u64 {
-        let raw = match &self.kind {
-            Clock::Monotonic => duration_nanos(self.origin.elapsed()),
-            Clock::Manual(manual) => duration_nanos(manual.elapsed()),
-        };
-        self.never_backwards(raw)
+    /// Nanoseconds since the origin, never below what `mark` has seen.
+    pub(crate) fn now_nanos(&self, mark: &AtomicU64) -> u64 {
+        never_backwards(self.raw_nanos(), mark)
     }
 
-    /// A raw reading, held at the highest reading handed out so far.
-    fn never_backwards(&self, raw: u64) -> u64 {
-        let previous = self.high_water.fetch_max(raw, Ordering::AcqRel);
-        raw.max(previous)
+    /// Nanoseconds since the origin as the clock reads them (for how long to
+    /// sleep, where a reading that steps back is harmless).
+    pub(crate) fn raw_nanos(&self) -> u64 {
+        match &self.kind {
+            Clock::Monotonic => duration_nanos(self.origin.elapsed()),
+            Clock::Manual(manual) => duration_nanos(manual.elapsed()),
+        }
     }
 
     /// Nanoseconds from the origin to `instant` (0 for instants before it).
@@ -127,6 +131,18 @@ impl ServiceClock {
     pub(crate) fn is_manual(&self) -> bool {
         matches!(self.kind, Clock::Manual(_))
     }
+}
+
+/// A raw reading, held at the highest reading `mark` has seen.
+fn never_backwards(raw: u64, mark: &AtomicU64) -> u64 {
+    // Only write when time moved: on the per-core path the line stays with
+    // the one core that reads the clock for this shard.
+    let previous = mark.load(Ordering::Relaxed);
+    if raw <= previous {
+        return previous;
+    }
+    let previous = mark.fetch_max(raw, Ordering::Relaxed);
+    raw.max(previous)
 }
 
 /// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
@@ -141,9 +157,12 @@ mod tests {
     #[test]
     fn a_reading_that_goes_backwards_counts_as_no_time_passing() {
         let clock = ServiceClock::new(Clock::Monotonic);
-        assert_eq!(clock.never_backwards(100), 100);
-        assert_eq!(clock.never_backwards(40), 100, "stepped back: held");
-        assert_eq!(clock.never_backwards(150), 150);
-        assert!(clock.now_nanos() >= 150);
+        let mark = AtomicU64::new(0);
+        assert_eq!(never_backwards(100, &mark), 100);
+        assert_eq!(never_backwards(40, &mark), 100, "stepped back: held");
+        assert_eq!(never_backwards(150, &mark), 150);
+        assert!(clock.now_nanos(&mark) >= 150);
+        // Another shard's mark is its own.
+        assert_eq!(never_backwards(40, &AtomicU64::new(0)), 40);
     }
 }

@@ -72,7 +72,7 @@ impl ShardGuard {
             return Err(TimerError::Shutdown);
         }
         shard.mark_awake();
-        let now = self.inner.current_tick();
+        let now = self.inner.current_tick(self.shard);
         // SAFETY: this guard is the shard's claim, and `enter_poll` succeeded.
         let polled = unsafe { shard.poll(&self.inner, self.shard, now) };
         shard.leave_poll();
@@ -101,7 +101,7 @@ impl ShardGuard {
         let tick = tick?;
         let due = tick.saturating_mul(self.inner.tick_nanos);
         Some(Duration::from_nanos(
-            due.saturating_sub(self.inner.clock.now_nanos()),
+            due.saturating_sub(self.inner.clock.raw_nanos()),
         ))
     }
 

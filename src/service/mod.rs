@@ -289,12 +289,13 @@ impl Inner {
 
     /// The tick the clock is in now (rounding down: tick `k` is processed
     /// once `k * tick` has passed).
-    pub(crate) fn current_tick(&self) -> u64 {
-        self.clock.now_nanos() / self.tick_nanos
+    pub(crate) fn current_tick(&self, shard: usize) -> u64 {
+        self.now_nanos(shard) / self.tick_nanos
     }
 
-    fn deadline_after(&self, delay: Duration) -> u64 {
-        self.ticks_ceil(self.clock.now_nanos().saturating_add(duration_nanos(delay)))
+    /// The clock as shard `shard` sees it (never backwards for that shard).
+    fn now_nanos(&self, shard: usize) -> u64 {
+        self.clock.now_nanos(&self.shards[shard].clock_mark)
     }
 
     /// Which shard a new timer goes to: the caller's own shard if it owns one,
@@ -321,11 +322,8 @@ impl Inner {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        let id = inner.start_raw(spec, callback)?;
-        Ok(Timer {
-            inner: inner.clone(),
-            id,
-        })
+        let (id, shard) = inner.start_on(spec, callback)?;
+        Ok(Timer::new(inner, id, shard))
     }
 
     /// START: check the spec, box the callback (with the period, if any) and
@@ -334,9 +332,18 @@ impl Inner {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
+        self.start_on(spec, callback).map(|(id, _)| id)
+    }
+
+    /// [`start_raw`](Self::start_raw), also telling which shard took the timer.
+    fn start_on<F>(&self, spec: TimerSpec, callback: F) -> Result<(TimerId, usize), TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
         let arming = self.plan(&spec)?;
+        let shard = arming.shard;
         let callback = callback::boxed(callback, arming.period, spec.burst);
-        Ok(self.arm(arming, callback))
+        Ok((self.arm(arming, callback), shard))
     }
 
     /// What a START will do: which shard, which deadline, which period; or
@@ -356,13 +363,15 @@ impl Inner {
             None => 0,
         };
         let deadline = match spec.when {
-            When::After(delay) => self.deadline_after(delay),
+            When::After(delay) => {
+                self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
+            }
             When::At(instant) => self.ticks_ceil(self.clock.nanos_at(instant)),
             When::Within(earliest, latest) => {
                 if earliest > latest {
                     return Err(TimerError::InvalidRange);
                 }
-                let now = self.clock.now_nanos();
+                let now = self.now_nanos(shard);
                 let first = self.ticks_ceil(now.saturating_add(duration_nanos(earliest)));
                 // The window's last tick must not be after `now + latest`.
                 let last =
@@ -590,7 +599,14 @@ impl Inner {
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
         }
-        let deadline = self.deadline_after(delay);
+        // The clock as the timer's shard sees it. For a stale id the shard
+        // read here may be anyone's; the deadline is then never used.
+        let shard = self
+            .arena
+            .get(id.index())
+            .map_or(0, |slot| slot.shard.load(Ordering::Relaxed) as usize)
+            .min(self.shards.len() - 1);
+        let deadline = self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
         self.transition(id, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {
@@ -613,7 +629,13 @@ impl Inner {
     /// RELEASE (handle dropped): disarm, drop the handle bit, and let the
     /// owner free the slot once the callback is not running.
     pub(crate) fn release(&self, id: TimerId) {
-        self.drop_handle(id, true);
+        self.cancel(id);
+    }
+
+    /// STOP and RELEASE in one transition ([`Timer::cancel`]): what `stop`
+    /// would have returned, with the handle given up by the same CAS.
+    pub(crate) fn cancel(&self, id: TimerId) -> Stop {
+        self.drop_handle(id, true)
     }
 
     /// DETACH: drop the handle bit but leave the timer armed.
@@ -621,8 +643,16 @@ impl Inner {
         self.drop_handle(id, false);
     }
 
-    fn drop_handle(&self, id: TimerId, disarm: bool) {
-        self.transition(id, (), |word| {
+    /// Gives up the handle (and with `disarm`, the arming). Returns what a
+    /// STOP at the same moment would have returned.
+    fn drop_handle(&self, id: TimerId, disarm: bool) -> Stop {
+        self.transition(id, Stop::Inactive, |word| {
+            let result = match word.arm() {
+                ARMED => Stop::Cancelled,
+                FIRED if word.is(RUNNING) => Stop::Running,
+                FIRED => Stop::Fired,
+                _ => Stop::Inactive,
+            };
             let mut new = word.without(HANDLE);
             if disarm {
                 if new.is_armed() {
@@ -633,7 +663,7 @@ impl Inner {
             Decision::Swap {
                 new,
                 notify: Some(None),
-                result: (),
+                result,
             }
         })
     }

@@ -8,13 +8,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::arena::{Owned, Slot};
+use super::arena::{CacheLine, Owned, Slot};
 use super::intake::{Intake, Message};
 use super::links::SlotNodes;
 use super::state::{Word, ARMED, CANCELLED, FIRED, RUNNING};
 use super::stats::ShardCounters;
 use super::{Expiry, Inner, PanicReport, TimerId, RUNNING_CALLBACK};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 use crate::wheel::{Hierarchy, UNLINKED};
 
 // SAFETY: `core` is only touched by the thread that holds the shard's claim
@@ -35,6 +35,11 @@ pub(crate) struct Shard {
     polling: AtomicBool,
     core: UnsafeCell<ShardCore>,
     pub(crate) counters: ShardCounters,
+    /// `Timer` handles alive for this shard's timers; while it is above 0 the
+    /// shard holds one strong count of the service for them (see `timer.rs`).
+    pub(crate) handles: CacheLine<AtomicUsize>,
+    /// The highest clock reading used for this shard (see `clock.rs`).
+    pub(crate) clock_mark: CacheLine<std::sync::atomic::AtomicU64>,
 }
 
 struct ShardCore {
@@ -90,6 +95,8 @@ impl Shard {
                 free_slots: Vec::new(),
             }),
             counters: ShardCounters::default(),
+            handles: CacheLine(AtomicUsize::new(0)),
+            clock_mark: CacheLine(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 

@@ -88,8 +88,8 @@ pub struct Stats {
     pub armed: u64,
     /// Timer slots ever allocated (the memory high-water mark, in slots).
     pub slots: u64,
-    /// Bytes one slot takes (the service's own bookkeeping per timer, beside
-    /// the wheel entry and the boxed callback).
+    /// Bytes one slot takes: the service's own bookkeeping per timer, its
+    /// wheel entry included (the boxed callback is apart).
     pub slot_bytes: u64,
     /// Median lateness, rounded up to a power of two ticks.
     pub lateness_p50: Duration,

@@ -2,10 +2,11 @@
 //! ([`TimerSpec`]) and what stop and restart report.
 
 use std::fmt;
+use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use super::Inner;
-use crate::sync::Arc;
+use crate::sync::{Arc, Ordering};
 use crate::TimerError;
 
 /// A plain 64-bit name for one timer slot and incarnation: `gen << 32 | index`.
@@ -170,11 +171,56 @@ impl TimerSpec {
 /// `Send + Sync`: any thread may stop or restart it, without a lock and
 /// without waiting for the shard owner.
 pub struct Timer {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) id: TimerId,
+    /// The service. Kept alive by the count of handles on `shard` (see
+    /// [`Timer::new`]), not by a reference count of its own.
+    inner: NonNull<Inner>,
+    id: TimerId,
+    shard: u32,
 }
 
+// SAFETY: a `Timer` is an id plus a counted reference to `Inner`, which is
+// `Send + Sync`; every method goes through `&Inner`.
+unsafe impl Send for Timer {}
+// SAFETY: as above.
+unsafe impl Sync for Timer {}
+
 impl Timer {
+    /// A handle for timer `id`, started on `shard`.
+    ///
+    /// # Why not an `Arc<Inner>` per handle
+    ///
+    /// Cloning an `Arc` per START and dropping it per handle makes every
+    /// thread that starts or drops timers write one shared reference count:
+    /// on a per-core server, two cores that share no timer would still bounce
+    /// that cache line on every timer. Instead each shard counts its live
+    /// handles on a cache line of its own, and holds a single strong count of
+    /// the service while that count is above zero (taken on 0 -> 1, given
+    /// back on 1 -> 0). The service therefore outlives every handle, and a
+    /// handle touches only its own shard's line.
+    ///
+    /// A 1 -> 0 racing a 0 -> 1 on the same shard is harmless: the thread
+    /// creating a handle holds a reference of its own to the service (a
+    /// `TimerService` or a running callback's), so the service cannot be
+    /// freed between the two; each transition moves the strong count once.
+    pub(crate) fn new(inner: &Arc<Inner>, id: TimerId, shard: usize) -> Timer {
+        if inner.shards[shard].handles.fetch_add(1, Ordering::AcqRel) == 0 {
+            // SAFETY: `inner` is a live `Arc`, so its pointer is valid and
+            // its strong count is at least 1.
+            unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
+        }
+        Timer {
+            inner: NonNull::from(&**inner),
+            id,
+            shard: shard as u32,
+        }
+    }
+
+    fn inner(&self) -> &Inner {
+        // SAFETY: this handle is counted on its shard, and the shard holds a
+        // strong count of the service while any handle is counted (`new`).
+        unsafe { self.inner.as_ref() }
+    }
+
     /// The timer's id (for logs, maps, or [`TimerService::stop_id`](crate::TimerService::stop_id)).
     pub fn id(&self) -> TimerId {
         self.id
@@ -182,14 +228,24 @@ impl Timer {
 
     /// Disarms the timer. See [`Stop`] for what each outcome promises.
     pub fn stop(&self) -> Stop {
-        self.inner.stop(self.id)
+        self.inner().stop(self.id)
+    }
+
+    /// Disarms the timer and gives up the handle, in one atomic transition:
+    /// [`stop`](Self::stop) followed by dropping the handle, for half the
+    /// work. Returns what `stop` would have.
+    pub fn cancel(mut self) -> Stop {
+        let outcome = self.inner().cancel(self.id);
+        // The zero id is never valid, so `Drop` releases nothing more.
+        self.id = TimerId(0);
+        outcome
     }
 
     /// Disarms the timer and waits until its callback is not running on any
     /// thread. Called from the timer's own callback it returns
     /// [`StopSync::FromOwnCallback`] at once.
     pub fn stop_sync(&self) -> StopSync {
-        self.inner.stop_sync(self.id)
+        self.inner().stop_sync(self.id)
     }
 
     /// Moves the timer to fire `delay` from now (or re-arms it if it fired or
@@ -198,19 +254,19 @@ impl Timer {
     /// # Errors
     /// [`TimerError::Shutdown`] after shutdown; nothing changes then.
     pub fn restart(&self, delay: Duration) -> Result<Restart, TimerError> {
-        self.inner.restart(self.id, delay)
+        self.inner().restart(self.id, delay)
     }
 
     /// `true` while the timer is armed.
     pub fn is_armed(&self) -> bool {
-        self.inner.is_armed(self.id)
+        self.inner().is_armed(self.id)
     }
 
     /// Gives up the handle without stopping the timer: a one-shot timer still
     /// fires once and is then freed; a periodic one runs until the service
     /// shuts down. The id is stale from now on.
     pub fn forget(mut self) {
-        self.inner.detach(self.id);
+        self.inner().detach(self.id);
         // The zero id is never valid, so `Drop` releases nothing.
         self.id = TimerId(0);
     }
@@ -218,7 +274,20 @@ impl Timer {
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        self.inner.release(self.id);
+        let inner = self.inner();
+        if self.id != TimerId(0) {
+            inner.release(self.id);
+        }
+        if inner.shards[self.shard as usize]
+            .handles
+            .fetch_sub(1, Ordering::AcqRel)
+            == 1
+        {
+            // SAFETY: this was the shard's last handle, so the shard gives
+            // back the strong count it took for its handles (`Timer::new`).
+            // `inner` is not used after this.
+            unsafe { Arc::decrement_strong_count(self.inner.as_ptr().cast_const()) };
+        }
     }
 }
 
