@@ -6,7 +6,7 @@
 //! ```text
 //!   any thread                                  shard owner (one thread at a time)
 //!   ----------                                  -----------------------------------
-//!   start:   alloc slot, write callback,        drain intake -> link into its Wheel
+//!   start:   alloc slot, write callback,        drain intake -> link slot into its wheel
 //!            state = ARMED|HANDLE (release),    poll(now): pop due slots,
 //!            push Arm msg to the shard intake      CAS ARMED -> FIRED|RUNNING, run callback,
 //!   stop:    CAS ARMED -> CANCELLED,               clear RUNNING (or re-arm periodic)
@@ -29,6 +29,10 @@
 //!   `seq`, so the owner applies only the newest restart.
 //! * The **wheel** and the owner-side fields of a slot are touched only by the
 //!   thread that has claimed the shard ([`ShardGuard`] or a driver thread).
+//!   The wheel is intrusive (`links.rs`): its entries are the slots.
+//! * A **handle** ([`Timer`]) is an id plus a pointer to the service, kept
+//!   alive by a count of handles per shard (`timer.rs`), so per-core use
+//!   writes no cache line shared with other cores.
 //!
 //! # Time
 //!
