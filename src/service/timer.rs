@@ -2,7 +2,6 @@
 //! ([`TimerSpec`]) and what stop and restart report.
 
 use std::fmt;
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use super::Inner;
@@ -173,7 +172,7 @@ impl TimerSpec {
 pub struct Timer {
     /// The service. Kept alive by the count of handles on `shard` (see
     /// [`Timer::new`]), not by a reference count of its own.
-    inner: NonNull<Inner>,
+    inner: *const Inner,
     id: TimerId,
     shard: u32,
 }
@@ -209,7 +208,10 @@ impl Timer {
             unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
         }
         Timer {
-            inner: NonNull::from(&**inner),
+            // `Arc::as_ptr`, not `&**inner`: the pointer must carry the
+            // provenance of the whole allocation, since the last handle gives
+            // the strong count back through it (miri checks this).
+            inner: Arc::as_ptr(inner),
             id,
             shard: shard as u32,
         }
@@ -218,7 +220,7 @@ impl Timer {
     fn inner(&self) -> &Inner {
         // SAFETY: this handle is counted on its shard, and the shard holds a
         // strong count of the service while any handle is counted (`new`).
-        unsafe { self.inner.as_ref() }
+        unsafe { &*self.inner }
     }
 
     /// The timer's id (for logs, maps, or [`TimerService::stop_id`](crate::TimerService::stop_id)).
@@ -286,7 +288,7 @@ impl Drop for Timer {
             // SAFETY: this was the shard's last handle, so the shard gives
             // back the strong count it took for its handles (`Timer::new`).
             // `inner` is not used after this.
-            unsafe { Arc::decrement_strong_count(self.inner.as_ptr().cast_const()) };
+            unsafe { Arc::decrement_strong_count(self.inner) };
         }
     }
 }
