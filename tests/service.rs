@@ -209,6 +209,25 @@ fn item4_far_deadlines_saturate_and_the_clock_never_goes_back() {
     assert_eq!(clock.elapsed(), before);
     guard.poll().unwrap();
     assert!(log.take().is_empty());
+
+    // The end of the clock (u64::MAX nanoseconds, 584 years): deadlines
+    // saturate at its last tick and fire when it is reached. A timer armed
+    // after that tick was processed has no later tick to fire at.
+    let end_tick = u64::MAX / 1_000_000;
+    let _huge = service.start(Duration::MAX, log.callback(2)).unwrap();
+    clock.set(Duration::from_nanos(u64::MAX - 1_000_000_000)); // a second before
+    guard.poll().unwrap();
+    assert!(
+        log.take().iter().all(|e| e.0 == 1),
+        "nothing but timer 1 fires before the end"
+    );
+    clock.set(Duration::from_nanos(u64::MAX));
+    guard.poll().unwrap();
+    assert_eq!(log.take(), vec![(2, end_tick, end_tick)]);
+    let late = service.start(Duration::ZERO, log.callback(3)).unwrap();
+    guard.poll().unwrap();
+    assert!(log.take().is_empty());
+    assert_eq!(late.stop(), Stop::Cancelled);
 }
 
 #[test]

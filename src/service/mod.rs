@@ -286,9 +286,20 @@ impl Inner {
         self as *const Inner as usize
     }
 
-    /// Nanoseconds to whole ticks, rounding up (deadlines are never early).
+    /// Nanoseconds to whole ticks, rounding up (deadlines are never early),
+    /// saturating at the last tick the clock can reach.
+    ///
+    /// The clock counts nanoseconds in a `u64` (584 years), so its last tick
+    /// is `u64::MAX / tick`. A deadline past it (a huge delay, or any delay
+    /// once the clock has reached its end) is held at that last tick, where
+    /// it fires when the clock gets there; rounded up instead it would name
+    /// a tick the clock can never read, and never fire (the service_ops
+    /// fuzz target found a zero-delay timer started at the clock's end that
+    /// never fired).
     fn ticks_ceil(&self, nanos: u64) -> u64 {
-        nanos.div_ceil(self.tick_nanos)
+        nanos
+            .div_ceil(self.tick_nanos)
+            .min(u64::MAX / self.tick_nanos)
     }
 
     /// The tick the clock is in now (rounding down: tick `k` is processed
