@@ -290,12 +290,12 @@ impl Inner {
     /// saturating at the last tick the clock can reach.
     ///
     /// The clock counts nanoseconds in a `u64` (584 years), so its last tick
-    /// is `u64::MAX / tick`. A deadline past it (a huge delay, or any delay
-    /// once the clock has reached its end) is held at that last tick, where
-    /// it fires when the clock gets there; rounded up instead it would name
-    /// a tick the clock can never read, and never fire (the service_ops
-    /// fuzz target found a zero-delay timer started at the clock's end that
-    /// never fired).
+    /// is `u64::MAX / tick`. A deadline past it (a huge delay) is held at
+    /// that last tick, where it fires when the clock gets there; rounded up
+    /// instead it would name a tick the clock can never read, and never
+    /// fire. (A timer armed after the last tick was processed has no later
+    /// tick at all and never fires; the service_ops fuzz target ran into
+    /// that case, see RELIABILITY.md.)
     fn ticks_ceil(&self, nanos: u64) -> u64 {
         nanos
             .div_ceil(self.tick_nanos)
@@ -311,6 +311,11 @@ impl Inner {
     /// The clock as shard `shard` sees it (never backwards for that shard).
     fn now_nanos(&self, shard: usize) -> u64 {
         self.clock.now_nanos(&self.shards[shard].clock_mark)
+    }
+
+    /// The deadline tick of a timer on `shard` due `delay` from now.
+    fn deadline_after(&self, shard: usize, delay: Duration) -> u64 {
+        self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
     }
 
     /// Which shard a new timer goes to: the caller's own shard if it owns one,
@@ -378,9 +383,7 @@ impl Inner {
             None => 0,
         };
         let deadline = match spec.when {
-            When::After(delay) => {
-                self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
-            }
+            When::After(delay) => self.deadline_after(shard, delay),
             When::At(instant) => self.ticks_ceil(self.clock.nanos_at(instant)),
             When::Within(earliest, latest) => {
                 if earliest > latest {
@@ -621,7 +624,7 @@ impl Inner {
             .get(id.index())
             .map_or(0, |slot| slot.shard.load(Ordering::Relaxed) as usize)
             .min(self.shards.len() - 1);
-        let deadline = self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
+        let deadline = self.deadline_after(shard, delay);
         self.transition(id, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {
