@@ -313,11 +313,6 @@ impl Inner {
         self.clock.now_nanos(&self.shards[shard].clock_mark)
     }
 
-    /// The deadline tick of a timer on `shard` due `delay` from now.
-    fn deadline_after(&self, shard: usize, delay: Duration) -> u64 {
-        self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
-    }
-
     /// Which shard a new timer goes to: the caller's own shard if it owns one,
     /// else a shard fixed per calling thread (spread round-robin), so one
     /// thread's timers stay together.
@@ -383,7 +378,9 @@ impl Inner {
             None => 0,
         };
         let deadline = match spec.when {
-            When::After(delay) => self.deadline_after(shard, delay),
+            When::After(delay) => {
+                self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
+            }
             When::At(instant) => self.ticks_ceil(self.clock.nanos_at(instant)),
             When::Within(earliest, latest) => {
                 if earliest > latest {
@@ -624,7 +621,7 @@ impl Inner {
             .get(id.index())
             .map_or(0, |slot| slot.shard.load(Ordering::Relaxed) as usize)
             .min(self.shards.len() - 1);
-        let deadline = self.deadline_after(shard, delay);
+        let deadline = self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
         self.transition(id, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {
