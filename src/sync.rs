@@ -62,3 +62,18 @@ mod imp {
 
 #[allow(unused_imports)]
 pub(crate) use imp::*;
+
+/// The fence at each store-to-load point of a Dekker-style handshake (an
+/// owner publishing its sleep and then checking its intake; a producer
+/// pushing and then reading the owner's sleep).
+///
+/// Outside loom this is nothing: those accesses are all SeqCst, which on its
+/// own forbids the outcome where both sides miss each other's store. loom
+/// models SeqCst accesses as AcqRel (and would report that forbidden outcome
+/// as a lost wakeup), but models SeqCst fences exactly, so under loom a
+/// SeqCst fence between the store and the load restores the real guarantee.
+#[inline]
+pub(crate) fn handshake_fence() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}

@@ -453,3 +453,147 @@ fn last_handle_vs_new_handle_vs_service_drop() {
         assert_eq!(probe.drops.load(SeqCst), 2, "both callbacks dropped");
     });
 }
+
+// ---------------------------------------------------------------------------
+// The owner's sleep/wake handshake (CONTRACT 13, 19 and 21; issue 12 item 1).
+//
+// The driver thread's loop is `poll` -> `next_deadline` (which publishes the
+// sleep and re-checks the intake) -> park; producers push to the intake and
+// then claim the wake. loom cannot run std's `park_timeout`, so these models
+// run that same sequence on the model's main thread with loom's park/unpark,
+// the service's waker unparking it: the protocol code under test
+// (`publish_sleep`, `claim_wake`, the intake) is the one the driver threads
+// run. A lost wakeup shows as the owner parked for ever: loom reports the
+// deadlock and the model fails.
+// ---------------------------------------------------------------------------
+
+/// A one-shard embedded service whose waker unparks the model's main thread
+/// (the owner) and counts the wakes.
+fn sleeping_owner() -> (TimerService, ShardGuard, std::sync::Arc<AtomicUsize>) {
+    let owner = loom::thread::current();
+    let wakes = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = wakes.clone();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(TICK)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(ManualClock::new()))
+        .waker(move |_| {
+            counted.fetch_add(1, SeqCst);
+            owner.unpark();
+        })
+        .build()
+        .unwrap();
+    let guard = service.claim_shard(0).unwrap();
+    (service, guard, wakes)
+}
+
+/// The owner's loop: poll, publish the sleep, park, until `done` says so.
+/// Returns how many sleeps it published; checks that no sleep was
+/// interrupted by more than one wake (CONTRACT 21).
+fn owner_loop(
+    guard: &mut ShardGuard,
+    wakes: &AtomicUsize,
+    mut done: impl FnMut(&mut ShardGuard) -> bool,
+) -> usize {
+    let mut published = 0;
+    loop {
+        guard.poll().unwrap();
+        if done(guard) {
+            break;
+        }
+        let sleep = guard.next_deadline();
+        published += 1;
+        if sleep != Some(Duration::ZERO) {
+            // Nothing moves the manual clock: only a wake ends this sleep.
+            thread::park();
+        }
+    }
+    assert!(
+        wakes.load(SeqCst) <= published,
+        "{} wakes for {published} sleeps",
+        wakes.load(SeqCst)
+    );
+    published
+}
+
+/// A START due after the owner's sleep (no wake needed), then a STOP of it:
+/// the stop must wake the sleeping owner so the slot is reclaimed now, not
+/// at the deadline it sleeps towards. The code before issue 12 woke only on
+/// the first message since the owner last looked (`pending == 1`), so the
+/// STOP, the second, never woke it: deadlock here.
+#[test]
+fn sleeping_owner_vs_later_start_then_stop() {
+    model("sleeping_owner_vs_later_start_then_stop", || {
+        let (service, mut guard, wakes) = sleeping_owner();
+        let probe = std::sync::Arc::new(Probe::default());
+        // The owner sleeps towards this one (started on the owner's thread).
+        let near = service.start(TICK * 100, |_| {}).unwrap();
+        let producer = {
+            let service = service.clone();
+            let probe = probe.clone();
+            thread::spawn(move || {
+                let later = service
+                    .schedule(
+                        tickwheel::TimerSpec::after(TICK * 200).on_shard(0),
+                        counting_callback(&probe),
+                    )
+                    .unwrap();
+                assert_eq!(later.cancel(), Stop::Cancelled);
+            })
+        };
+        owner_loop(&mut guard, &wakes, |_| probe.drops.load(SeqCst) == 1);
+        producer.join().unwrap();
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        drop(near);
+    });
+}
+
+/// Two stops against the owner's drain. The code before issue 12 reset the
+/// intake's message count with a plain store after taking the messages, so
+/// a stop whose push landed before the take and whose count after it left
+/// the count at 1 with an empty intake; the next stop then counted 2 and
+/// never woke the sleeping owner: deadlock here.
+#[test]
+fn sleeping_owner_vs_two_stops() {
+    model("sleeping_owner_vs_two_stops", || {
+        let (service, mut guard, wakes) = sleeping_owner();
+        let probe = std::sync::Arc::new(Probe::default());
+        let first = service
+            .start(TICK * 100, counting_callback(&probe))
+            .unwrap();
+        let second = service
+            .start(TICK * 100, counting_callback(&probe))
+            .unwrap();
+        guard.poll().unwrap();
+        let producer = thread::spawn(move || {
+            assert_eq!(first.cancel(), Stop::Cancelled);
+            assert_eq!(second.cancel(), Stop::Cancelled);
+        });
+        owner_loop(&mut guard, &wakes, |_| probe.drops.load(SeqCst) == 2);
+        producer.join().unwrap();
+        drop(service);
+    });
+}
+
+/// A RESTART to a deadline earlier than the owner's sleep wakes it (and a
+/// START later than the sleep does not need to): the owner must come to
+/// know the earlier deadline without anything else happening.
+#[test]
+fn sleeping_owner_vs_earlier_restart() {
+    model("sleeping_owner_vs_earlier_restart", || {
+        let (service, mut guard, wakes) = sleeping_owner();
+        let timer = service.start(TICK * 100, |_| {}).unwrap();
+        guard.poll().unwrap();
+        let producer = thread::spawn(move || {
+            assert_eq!(timer.restart(TICK * 3), Ok(Restart::Moved));
+            timer
+        });
+        owner_loop(&mut guard, &wakes, |guard| {
+            guard.next_deadline_tick().is_some_and(|tick| tick <= 3)
+        });
+        let timer = producer.join().unwrap();
+        assert_eq!(timer.cancel(), Stop::Cancelled);
+        drop(service);
+    });
+}

@@ -479,9 +479,10 @@ fn item14_stale_and_garbage_handles_are_inactive() {
         reuse.is_armed(),
         "the stale id reached the slot's new timer"
     );
+    // Ids are `gen << 36 | service tag << 28 | slot index`.
     assert_eq!(
         reuse.id().to_raw(),
-        id.to_raw() + (1 << 32),
+        id.to_raw() + (1 << 36),
         "same slot, next generation"
     );
     for raw in [
@@ -489,7 +490,8 @@ fn item14_stale_and_garbage_handles_are_inactive() {
         1,
         u64::MAX,
         0xdead_beef_0000_0000,
-        id.to_raw() + (2 << 32),
+        id.to_raw() + (2 << 36),
+        id.to_raw() ^ (1 << 28), // another service's tag
     ] {
         assert_eq!(
             service.stop_id(TimerId::from_raw(raw)),

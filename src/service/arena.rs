@@ -200,7 +200,10 @@ impl Arena {
             return index;
         }
         let index = self.fresh.fetch_add(1, Ordering::AcqRel);
-        assert!(index != NIL, "tickwheel: 2^32-1 timer slots exhausted");
+        assert!(
+            index < 1 << super::timer::INDEX_BITS,
+            "tickwheel: 2^28 timer slots (the most one service can name) exhausted"
+        );
         let (segment, _) = locate(index);
         self.install_segment(segment);
         index

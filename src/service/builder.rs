@@ -201,6 +201,7 @@ impl Builder {
             shut_down: AtomicBool::new(false),
             spread: AtomicUsize::new(0),
             drivers: DriverThreads::new(shards),
+            tag: super::tag::acquire(),
         });
         if let Driver::Threads { pin } = self.driver {
             DriverThreads::spawn_all(&inner, pin)?;

@@ -21,6 +21,9 @@ pub struct Expiry<'a> {
     pub(crate) deadline: u64,
     pub(crate) now: u64,
     pub(crate) overruns: u64,
+    /// Nanoseconds from the deadline to this callback's start, on the
+    /// service's clock.
+    pub(crate) lateness_nanos: u64,
 }
 
 impl Expiry<'_> {
@@ -52,15 +55,19 @@ impl Expiry<'_> {
         self.now
     }
 
-    /// How late the timer fired, in ticks (0 when the owner kept up):
-    /// `poll_tick() - deadline_tick()`.
+    /// How late the poll was for this timer, in ticks (0 when the owner
+    /// kept up): `poll_tick() - deadline_tick()`. Callbacks that ran earlier
+    /// in the same poll are not counted; [`lateness`](Self::lateness) counts
+    /// them.
     pub fn lateness_ticks(&self) -> u64 {
         self.now - self.deadline
     }
 
-    /// How late the timer fired.
+    /// How late this callback started: from the deadline to now, on the
+    /// service's clock (CONTRACT 2), including the time taken by callbacks
+    /// that ran before it in the same poll.
     pub fn lateness(&self) -> Duration {
-        Duration::from_nanos(self.lateness_ticks().saturating_mul(self.inner.tick_nanos))
+        Duration::from_nanos(self.lateness_nanos)
     }
 
     /// For a periodic timer: periods skipped (not fired) since the previous

@@ -72,7 +72,9 @@ impl Intake {
                 Err(actual) => head = actual,
             }
         }
-        self.pending.fetch_add(1, Ordering::Relaxed) + 1
+        crate::sync::handshake_fence();
+        // Wrapping: the count may be "negative" for a moment (see `take_all`).
+        self.pending.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
     }
 
     /// `true` when nothing is waiting.
@@ -80,15 +82,43 @@ impl Intake {
         self.head.load(Ordering::SeqCst).is_null()
     }
 
-    /// Takes every pending message, oldest first per producer.
-    pub(crate) fn drain(&self, mut f: impl FnMut(Message)) {
-        let mut node = self.head.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if node.is_null() {
-            return;
+    /// How many messages are waiting (exact once producers in flight have
+    /// counted theirs; see `drain`).
+    pub(crate) fn pending(&self) -> usize {
+        let pending = self.pending.load(Ordering::Relaxed);
+        // Briefly "negative" (wrapped) between a drain and a late producer's
+        // add: read that as nothing pending.
+        if pending > usize::MAX / 2 {
+            0
+        } else {
+            pending
         }
-        self.pending.store(0, Ordering::Relaxed);
+    }
+
+    /// Takes every pending message, oldest first per producer, and hands
+    /// them to `f`.
+    pub(crate) fn drain(&self, mut f: impl FnMut(Message)) {
+        let mut taken = self.take_all();
+        while let Some(message) = taken.pop() {
+            f(message);
+        }
+    }
+
+    /// Takes every pending message at once, oldest first per producer, for
+    /// the owner to work through at its own pace ([`Taken::pop`]).
+    pub(crate) fn take_all(&self) -> Taken {
+        // SeqCst, not just AcqRel: the owner's SeqCst `is_empty` load in
+        // `Shard::publish_sleep` reads the head this swap writes. miri
+        // implements the older C++11 SeqCst rule, under which a SeqCst load
+        // may read from a non-SeqCst RMW in ways Rust's (C++20) model
+        // forbids, and then reports a lost wakeup that cannot happen (the
+        // miri stall noted after issue 5). With every access of the handshake
+        // SeqCst, both models agree. It costs nothing: x86 and AArch64 emit
+        // the same instruction for both orderings of an RMW.
+        let mut node = self.head.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // Reverse into push order.
         let mut reversed: *mut Node = std::ptr::null_mut();
+        let mut taken = 0;
         while !node.is_null() {
             // SAFETY: the swap made this list ours alone; each node was fully
             // written before the release CAS that published it.
@@ -97,14 +127,56 @@ impl Intake {
             unsafe { (*node).next = reversed };
             reversed = node;
             node = next;
+            taken += 1;
         }
-        while !reversed.is_null() {
-            // SAFETY: every node came from `Box::into_raw` in `push` and is
-            // freed exactly once, here.
-            let boxed = unsafe { Box::from_raw(reversed) };
-            reversed = boxed.next;
-            f(boxed.message);
+        if taken > 0 {
+            // Subtract what was taken rather than storing 0: a producer whose
+            // node was taken here may not have counted it yet (its `fetch_add`
+            // comes after its CAS), and a store of 0 would then leave the
+            // count one too high for ever. The count may dip below zero
+            // (wrap) until that producer's add lands; `pending` reads that as 0.
+            self.pending.fetch_sub(taken, Ordering::Relaxed);
         }
+        Taken { head: reversed }
+    }
+}
+
+/// Messages taken from an intake and not yet handed out, oldest first.
+/// Owned by the shard owner; dropping it frees what is left.
+pub(crate) struct Taken {
+    head: *mut Node,
+}
+
+// SAFETY: the nodes belong to this value alone (see `Intake::take_all`).
+unsafe impl Send for Taken {}
+
+impl Taken {
+    pub(crate) const fn empty() -> Self {
+        Taken {
+            head: std::ptr::null_mut(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// The oldest message left.
+    pub(crate) fn pop(&mut self) -> Option<Message> {
+        if self.head.is_null() {
+            return None;
+        }
+        // SAFETY: every node came from `Box::into_raw` in `push`, was taken
+        // by `take_all` into this list alone, and is freed exactly once, here.
+        let node = unsafe { Box::from_raw(self.head) };
+        self.head = node.next;
+        Some(node.message)
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
     }
 }
 

@@ -54,6 +54,7 @@ mod links;
 mod shard;
 pub(crate) mod state;
 mod stats;
+mod tag;
 mod timer;
 
 use std::fmt;
@@ -71,7 +72,7 @@ use builder::Config;
 use clock::{duration_nanos, ServiceClock};
 use intake::Message;
 use shard::Shard;
-use state::{Word, ARMED, CANCELLED, FIRED, HANDLE, RUNNING};
+use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, RUNNING};
 use timer::When;
 
 use crate::sync::{thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
@@ -80,6 +81,16 @@ use crate::TimerError;
 /// Pending intake messages after which the owner is woken even though no new
 /// deadline is earlier than its sleep: bounds what an intake holds.
 const WAKE_AFTER_PENDING: usize = 4096;
+
+/// Queued intake messages at which a producer waits for the owner before
+/// adding another (backpressure, CONTRACT 20). Also what keeps the 24-bit
+/// arming `seq` from lapping (see `state.rs`), so it must stay far below
+/// 2^23.
+#[cfg(not(loom))]
+const PENDING_LIMIT: usize = 1 << 20;
+/// Small under loom, so that a model can reach the limit.
+#[cfg(loom)]
+const PENDING_LIMIT: usize = 2;
 
 // No `const { }` initialisers: loom's `thread_local!` does not accept them.
 thread_local! {
@@ -131,7 +142,7 @@ struct ShutdownOnDrop(Arc<Inner>);
 
 impl Drop for ShutdownOnDrop {
     fn drop(&mut self) {
-        self.0.shutdown();
+        Inner::shutdown(&self.0);
     }
 }
 
@@ -145,6 +156,8 @@ pub(crate) struct Inner {
     shut_down: AtomicBool,
     spread: AtomicUsize,
     pub(crate) drivers: driver::DriverThreads,
+    /// This service's tag in every id it hands out (see `tag.rs`).
+    pub(crate) tag: u8,
 }
 
 impl TimerService {
@@ -245,7 +258,7 @@ impl TimerService {
     /// [`Stop::Inactive`]. Waits for driver threads to finish their current
     /// callback. Idempotent; also done when the last clone is dropped.
     pub fn shutdown(&self) {
-        self.inner.shutdown();
+        Inner::shutdown(&self.inner);
     }
 
     /// `true` once [`shutdown`](Self::shutdown) has begun.
@@ -432,7 +445,7 @@ impl Inner {
                 arm: Some((armed.seq(), deadline)),
             },
         );
-        TimerId::new(index, armed.gen())
+        TimerId::new(index, armed.gen(), self.tag)
     }
 
     /// A free slot for a timer on `shard`: on the shard's owner thread, one
@@ -457,6 +470,9 @@ impl Inner {
     /// The slot of a live handle and its current word, or `None` when the id
     /// is stale (wrong generation, freed, or no handle holds it).
     fn live(&self, id: TimerId) -> Option<(&Slot, Word)> {
+        if id.tag() != self.tag {
+            return None; // Another service's id (CONTRACT 14).
+        }
         let slot = self.arena.get(id.index())?;
         let word = slot.load(Ordering::Acquire);
         self.addressable(id, word).then_some((slot, word))
@@ -500,18 +516,42 @@ impl Inner {
             unsafe { target.reconcile(self, message) };
             return;
         }
+        if target.intake.pending() >= PENDING_LIMIT {
+            self.wait_for_backlog(shard);
+        }
         let pending = target.intake.push(message);
-        let wake = match message.arm {
-            // A start or restart: wake only if due before the owner's sleep ends.
-            Some((_, deadline)) => target.should_wake(deadline),
-            // A stop or release: the first one since the owner last looked
-            // wakes a sleeping owner, so the timer's memory is reclaimed
-            // promptly rather than at the deadline the owner sleeps towards
-            // (one wakeup per sleep, however many stops follow).
-            None => pending == 1 && target.is_asleep(),
-        };
-        if wake || pending == WAKE_AFTER_PENDING {
+        // A start or restart needs the owner by its deadline; a stop or
+        // release needs it only to reclaim memory, so any sleep is too long
+        // for it (CONTRACT 13 and 21). Either way at most one producer per
+        // sleep wins the wake (`Shard::claim_wake`). Past
+        // `WAKE_AFTER_PENDING` messages the owner is woken whatever they say,
+        // which bounds what an intake holds while its owner sleeps.
+        let needed_by = message.arm.map(|(_, deadline)| deadline);
+        if target.claim_wake(needed_by) || pending == WAKE_AFTER_PENDING {
             self.wake(shard);
+        }
+    }
+
+    /// Backpressure: `PENDING_LIMIT` messages already wait for `shard`'s
+    /// owner, so this producer waits until the owner has taken them in.
+    ///
+    /// Only a thread that owns no shard of this service waits idly. An owner
+    /// (in a callback, or an embedded owner between polls) takes in its own
+    /// intake while it waits, so two owners that each wait for the other
+    /// still both make progress.
+    #[cold]
+    fn wait_for_backlog(&self, shard: usize) {
+        let target = &self.shards[shard];
+        let (service, own) = OWNED_SHARD.with(|owned| owned.get());
+        let mut spins = 0;
+        while target.intake.pending() >= PENDING_LIMIT && !self.is_shut_down() {
+            self.wake(shard);
+            if service == self.address() {
+                // SAFETY: this thread holds the claim of shard `own`, and no
+                // reference into its core is live while user code runs.
+                unsafe { self.shards[own].take_intake(self) };
+            }
+            backoff(&mut spins);
         }
     }
 
@@ -576,12 +616,14 @@ impl Inner {
                 notify: Some(None),
                 result: Stop::Cancelled,
             },
-            // Bump seq so a periodic timer is not re-armed after this run.
-            FIRED if word.is(RUNNING) => Decision::Swap {
-                new: word.next_seq(),
+            // Mark it halted so a periodic timer is not re-armed after this
+            // run; once is enough (and keeps `seq` still: see `state.rs`).
+            FIRED if word.is(RUNNING) && !word.is(HALTED) => Decision::Swap {
+                new: word.with(HALTED),
                 notify: None,
                 result: Stop::Running,
             },
+            FIRED if word.is(RUNNING) => Decision::Keep(Stop::Running),
             FIRED => Decision::Keep(Stop::Fired),
             _ => Decision::Keep(Stop::Inactive),
         })
@@ -683,16 +725,28 @@ impl Inner {
         })
     }
 
-    pub(crate) fn shutdown(&self) {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
+    pub(crate) fn shutdown(inner: &Arc<Self>) {
+        if inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.drivers.stop_all(&self.config, self.shards.len());
-        for (index, shard) in self.shards.iter().enumerate() {
+        // From now on, each shard's handles keep the service alive
+        // themselves (see `Timer::new`).
+        for shard in inner.shards.iter() {
+            // SAFETY: `inner` is a live `Arc`.
+            unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
+            if shard.handles.fetch_or(timer::SHUT, Ordering::AcqRel) == 0 {
+                // No handles: give the count straight back (`inner` still
+                // holds one of its own).
+                // SAFETY: taken just above.
+                unsafe { Arc::decrement_strong_count(Arc::as_ptr(inner)) };
+            }
+        }
+        inner.drivers.stop_all(&inner.config, inner.shards.len());
+        for (index, shard) in inner.shards.iter().enumerate() {
             // A shard still claimed by an embedded owner is swept by that
             // owner at its next poll or when it lets go of the shard.
             if shard.try_claim() {
-                shard.sweep(self, index);
+                shard.sweep(inner, index);
                 shard.unclaim();
             }
         }
@@ -709,6 +763,7 @@ impl Drop for Inner {
         // or started while it was shutting down) are dropped with the arena;
         // none of them runs.
         self.drivers.join_remaining();
+        tag::release(self.tag);
     }
 }
 
@@ -735,5 +790,59 @@ fn backoff(spins: &mut u32) {
         crate::sync::thread::yield_now();
     } else {
         std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Issue 12 item 4: STOPs of a running callback must not move the arming
+    /// `seq` (the 24-bit counter must never lap the arming the owner linked;
+    /// see `state.rs`). Before the fix each of them bumped it.
+    #[test]
+    fn stops_during_a_run_do_not_move_seq() {
+        let clock = ManualClock::new();
+        let service = TimerService::builder()
+            .shards(1)
+            .tick(Duration::from_millis(1))
+            .driver(Driver::Embedded)
+            .clock(Clock::Manual(clock.clone()))
+            .build()
+            .unwrap();
+        let mut guard = service.claim_shard(0).unwrap();
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (record, remote) = (seen.clone(), service.clone());
+        let timer = service
+            .start_periodic(Duration::from_millis(1), move |e| {
+                let slot = remote.inner().slot(e.id().index());
+                let before = slot.load(Ordering::Acquire);
+                let outcomes: Vec<Stop> = (0..3).map(|_| remote.stop_id(e.id())).collect();
+                let after = slot.load(Ordering::Acquire);
+                record.lock().unwrap().push((
+                    before.seq(),
+                    after.seq(),
+                    after.is(HALTED),
+                    outcomes,
+                ));
+            })
+            .unwrap();
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(guard.poll(), Ok(1));
+        let (before, after, halted, outcomes) = seen.lock().unwrap().pop().unwrap();
+        assert_eq!(before, after, "stops of a running callback moved seq");
+        assert!(halted);
+        assert_eq!(outcomes, vec![Stop::Running; 3]);
+        // Halted: not re-armed, and the flag is gone with the run.
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(guard.poll(), Ok(0));
+        let word = service
+            .inner()
+            .slot(timer.id().index())
+            .load(Ordering::Acquire);
+        assert!(!word.is(HALTED) && !word.is(RUNNING) && word.arm() == FIRED);
+        assert_eq!(timer.stop(), Stop::Fired);
     }
 }

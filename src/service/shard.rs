@@ -9,9 +9,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::arena::{CacheLine, Owned, Slot};
-use super::intake::{Intake, Message};
+use super::intake::{Intake, Message, Taken};
 use super::links::SlotNodes;
-use super::state::{Word, ARMED, CANCELLED, FIRED, RUNNING};
+use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
 use super::stats::ShardCounters;
 use super::{Expiry, Inner, PanicReport, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
@@ -35,8 +35,9 @@ pub(crate) struct Shard {
     polling: AtomicBool,
     core: UnsafeCell<ShardCore>,
     pub(crate) counters: ShardCounters,
-    /// `Timer` handles alive for this shard's timers; while it is above 0 the
-    /// shard holds one strong count of the service for them (see `timer.rs`).
+    /// `Timer` handles alive for this shard's timers, plus `timer::SHUT` once
+    /// shutdown has begun; while both, the shard holds one strong count of
+    /// the service for them (see `Timer::new`).
     pub(crate) handles: CacheLine<AtomicUsize>,
     /// The highest clock reading used for this shard (see `clock.rs`).
     pub(crate) clock_mark: CacheLine<std::sync::atomic::AtomicU64>,
@@ -51,7 +52,13 @@ struct ShardCore {
     /// pattern (start and stop on the owner's thread) then never touches the
     /// service-wide free list, a cache line every shard would share.
     free_slots: Vec<u32>,
+    /// Messages taken from the intake but not yet applied (see `poll`).
+    backlog: Taken,
 }
+
+/// How many messages, and how many expiries, a poll handles before it turns
+/// to the other kind of work.
+const BATCH: usize = 1024;
 
 /// How many freed slots an owner keeps before handing them back to the
 /// service-wide free list (bounds what idle shards hold on to).
@@ -93,6 +100,7 @@ impl Shard {
                 wheel: Hierarchy::starting_at(0),
                 linked: 0,
                 free_slots: Vec::new(),
+                backlog: Taken::empty(),
             }),
             counters: ShardCounters::default(),
             handles: CacheLine(AtomicUsize::new(0)),
@@ -110,26 +118,61 @@ impl Shard {
         self.claimed.store(false, Ordering::Release);
     }
 
-    /// Producer side: does a message due at `deadline` need the owner woken?
-    pub(crate) fn should_wake(&self, deadline: u64) -> bool {
-        // SeqCst: see `publish_sleep`.
-        deadline < self.sleep_until.load(Ordering::SeqCst)
-    }
-
-    /// Producer side: is the owner asleep (or not yet running)?
-    pub(crate) fn is_asleep(&self) -> bool {
-        self.sleep_until.load(Ordering::SeqCst) != AWAKE
+    /// Producer side, after pushing a message: should this thread wake the
+    /// owner? `deadline` is the tick the message needs processing by (`None`:
+    /// a stop or release, which needs the owner only to reclaim memory, so
+    /// any sleep is too long).
+    ///
+    /// # The wake claim
+    ///
+    /// A sleeping owner publishes the tick it sleeps until in `sleep_until`
+    /// (see [`publish_sleep`](Self::publish_sleep)). A producer that needs it
+    /// earlier *claims the wake* by a CAS of that published value to `AWAKE`,
+    /// and only the thread whose CAS succeeds unparks the owner. So a sleep is
+    /// interrupted at most once however many producers race (CONTRACT 21),
+    /// and every producer that needs the owner either wins the claim or finds
+    /// `AWAKE`, which means the owner will look at its intake before it
+    /// sleeps again. A CAS that fails on a newly published sleep decides
+    /// again against that one.
+    ///
+    /// SeqCst (with the push's SeqCst CAS before it): the store-then-load
+    /// handshake with `publish_sleep`, see there.
+    pub(crate) fn claim_wake(&self, deadline: Option<u64>) -> bool {
+        let mut until = self.sleep_until.load(Ordering::SeqCst);
+        loop {
+            let needed = until != AWAKE && deadline.is_none_or(|deadline| deadline < until);
+            if !needed {
+                return false;
+            }
+            match self.sleep_until.compare_exchange(
+                until,
+                AWAKE,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => until = actual,
+            }
+        }
     }
 
     /// Owner side, before sleeping until `until` (`None`: until woken).
     /// Returns `false` if messages arrived meanwhile (poll again instead).
     ///
-    /// The store and the intake check are SeqCst, as are the producer's push
-    /// and `should_wake` load: in every interleaving either the owner sees the
-    /// message here or the producer sees the new deadline and wakes it.
+    /// # Why no wakeup is lost
+    ///
+    /// This is a store-then-load handshake (Dekker): the owner stores its
+    /// sleep deadline, then loads the intake head; a producer CASes the
+    /// intake head, then loads the sleep deadline (`claim_wake`). With every
+    /// one of those accesses SeqCst, in every interleaving at least one side
+    /// sees the other's write: either the owner finds the message here and
+    /// does not sleep, or the producer finds the published deadline and
+    /// claims the wake. Under loom, which models SeqCst accesses as AcqRel, a
+    /// SeqCst fence after each store stands in for that (`sync::handshake_fence`).
     pub(crate) fn publish_sleep(&self, until: Option<u64>) -> bool {
         self.sleep_until
             .store(until.unwrap_or(u64::MAX).max(1), Ordering::SeqCst);
+        crate::sync::handshake_fence();
         if !self.intake.is_empty() {
             self.sleep_until.store(AWAKE, Ordering::SeqCst);
             return false;
@@ -161,7 +204,10 @@ impl Shard {
     pub(crate) unsafe fn next_deadline(&self, inner: &Arc<Inner>) -> Option<u64> {
         // SAFETY: forwarded.
         unsafe {
-            self.take_intake(inner);
+            if self.take_intake(inner) {
+                // Messages are still waiting: poll again at once.
+                return Some(self.core(|core| core.wheel.now()));
+            }
             self.core(|core| core.wheel.next_wakeup())
         }
     }
@@ -193,41 +239,67 @@ impl Shard {
     pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, now: u64) -> Polled {
         let mut polled = Polled::default();
         loop {
+            // Messages and expiries take turns, at most `BATCH` of each, so
+            // that remote churn can delay firing by one batch at most, never
+            // by the whole backlog (CONTRACT 20).
             // SAFETY (all blocks below): the caller owns the shard.
-            unsafe { self.take_intake(inner) };
-            let due = unsafe {
-                self.core(|core| {
-                    let mut nodes = SlotNodes::new(&inner.arena);
-                    let index = core.wheel.pop_due(&mut nodes, now)?;
-                    core.linked -= 1;
-                    Some((index, core.wheel.now()))
-                })
-            };
-            match due {
-                Some((index, deadline)) => {
-                    let ran = unsafe { self.expire(inner, shard, index, deadline, now) };
-                    polled.fired += usize::from(ran);
-                }
-                None if self.intake.is_empty() => {
-                    // SAFETY: the caller owns the shard.
-                    let armed = unsafe { self.core(|core| core.linked) };
-                    self.counters.armed.set(armed as u64);
-                    return polled;
-                }
-                None => {}
+            let more_messages = unsafe { self.take_intake(inner) };
+            let mut fired_here = 0;
+            while fired_here < BATCH {
+                let due = unsafe {
+                    self.core(|core| {
+                        let mut nodes = SlotNodes::new(&inner.arena);
+                        let index = core.wheel.pop_due(&mut nodes, now)?;
+                        core.linked -= 1;
+                        Some((index, core.wheel.now()))
+                    })
+                };
+                let Some((index, deadline)) = due else {
+                    break;
+                };
+                let ran = unsafe { self.expire(inner, shard, index, deadline, now) };
+                polled.fired += usize::from(ran);
+                fired_here += 1;
+            }
+            if fired_here < BATCH && !more_messages && self.intake.is_empty() {
+                let (armed, next) =
+                    unsafe { self.core(|core| (core.linked, core.wheel.next_wakeup())) };
+                self.counters.armed.set(armed as u64);
+                self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
+                return polled;
             }
         }
     }
 
+    /// Applies up to `BATCH` waiting messages (those taken earlier first).
+    /// Returns `true` if some are still waiting.
+    ///
     /// # Safety
-    /// The caller owns the shard.
-    unsafe fn take_intake(&self, inner: &Inner) {
-        if self.intake.is_empty() {
-            return;
+    /// The caller owns the shard and holds no reference into its core. May
+    /// be called again from user code that `reconcile` runs (a callback's
+    /// captures being dropped); no core reference is held across a message.
+    pub(crate) unsafe fn take_intake(&self, inner: &Inner) -> bool {
+        for _ in 0..BATCH {
+            // SAFETY: forwarded; the borrow ends before the message is applied.
+            let message = unsafe {
+                self.core(|core| {
+                    if core.backlog.is_empty() {
+                        if self.intake.is_empty() {
+                            return None;
+                        }
+                        core.backlog = self.intake.take_all();
+                    }
+                    core.backlog.pop()
+                })
+            };
+            let Some(message) = message else {
+                return false;
+            };
+            // SAFETY: forwarded.
+            unsafe { self.reconcile(inner, message) };
         }
         // SAFETY: forwarded.
-        self.intake
-            .drain(|message| unsafe { self.reconcile(inner, message) });
+        unsafe { !self.core(|core| core.backlog.is_empty()) || !self.intake.is_empty() }
     }
 
     /// Applies one message: link the named arming, or settle a stopped slot.
@@ -323,7 +395,7 @@ impl Shard {
             // Nobody else can change a reclaimable word (no handle, not
             // armed, not running), so this CAS only fails spuriously never;
             // loop anyway for robustness.
-            let next_gen = word.gen().wrapping_add(1);
+            let next_gen = word.gen() + 1;
             let freed = super::state::Word::free(next_gen);
             match slot.cas(word, freed) {
                 Ok(_) => break,
@@ -339,7 +411,7 @@ impl Shard {
             owned(slot, |owned| owned.callback.take())
         };
         self.counters.freed.bump(1);
-        if word.gen().wrapping_add(1) != 0 {
+        if word.gen() + 1 < 1 << super::timer::GEN_BITS {
             // SAFETY: the caller owns the shard; no core reference is live.
             let keep = unsafe {
                 self.core(|core| {
@@ -354,8 +426,9 @@ impl Shard {
                 inner.arena.free(index);
             }
         }
-        // Generation 0 is never valid: a slot whose generation wrapped is
-        // retired rather than reused, so no stale id can ever match it.
+        // A slot whose generation reached `1 << GEN_BITS` is retired rather
+        // than reused: no id can carry that generation, so no stale id can
+        // ever match it.
         // User code (the callback's captures) is dropped last, once the slot
         // is consistent: it may start, stop or drop other timers.
         drop(callback);
@@ -394,7 +467,7 @@ impl Shard {
             }
         };
 
-        let id = TimerId::new(index, word.gen());
+        let id = TimerId::new(index, word.gen(), inner.tag);
         let mut callback = unsafe { owned(slot, |owned| owned.callback.take()) };
         let (period, burst) = callback
             .as_ref()
@@ -406,7 +479,13 @@ impl Shard {
         } else {
             (0, 0)
         };
-        let lateness = now.saturating_sub(deadline);
+        // Lateness on the real clock, from the deadline to this callback's
+        // start (CONTRACT 2): not from the tick the poll began at, which
+        // would hide the time spent on the callbacks before this one.
+        let lateness = inner
+            .clock
+            .raw_nanos()
+            .saturating_sub(deadline.saturating_mul(inner.tick_nanos));
         self.counters.record_fire(lateness);
         if let Some(callback) = callback.as_mut() {
             let mut expiry = Expiry {
@@ -416,6 +495,7 @@ impl Shard {
                 deadline,
                 now,
                 overruns,
+                lateness_nanos: lateness,
             };
             let previous =
                 RUNNING_CALLBACK.with(|running| running.replace((inner.address(), id.to_raw())));
@@ -444,7 +524,9 @@ impl Shard {
                 return true;
             }
         }
-        let after = Word(slot.state.fetch_and(!RUNNING, Ordering::AcqRel)).without(RUNNING);
+        let after = Word(slot.state.fetch_and(!(RUNNING | HALTED), Ordering::AcqRel))
+            .without(RUNNING)
+            .without(HALTED);
         unsafe { self.settle(inner, slot, index, after) };
         true
     }
@@ -452,49 +534,68 @@ impl Shard {
     /// Shutdown: drop every callback of this shard without running it and
     /// free whatever no handle holds.
     ///
+    /// Two passes, because dropping a callback runs user code: its captures
+    /// may include the handle of another timer of this shard, and dropping
+    /// that handle releases it inline (this thread owns the shard), which
+    /// settles that slot at once. So the first pass disarms every slot of the
+    /// shard and marks it unlinked, without running any user code; only when
+    /// the wheel and every slot agree (nothing linked) does the second pass
+    /// drop callbacks and free slots. A release that re-enters during the
+    /// second pass finds a disarmed, unlinked slot and frees it; the pass then
+    /// finds it free and skips it.
+    ///
     /// The caller must have claimed the shard (it is not polling).
     pub(crate) fn sweep(&self, inner: &Inner, shard: usize) {
         // Messages are moot now: the sweep looks at every slot itself.
-        self.intake.drain(|_| {});
+        drop(self.intake.take_all());
         // SAFETY: the caller has claimed the shard. The slots are marked
-        // unlinked one by one below.
+        // unlinked in the first pass below, before anything reads them.
         unsafe {
             self.core(|core| {
                 core.wheel = Hierarchy::starting_at(core.wheel.now());
                 core.linked = 0;
+                core.backlog = Taken::empty();
             })
         };
-        inner.arena.for_each(|index, slot| {
-            let mut word = slot.load(Ordering::Acquire);
-            if word.arm() == super::state::FREE
-                || slot.shard.load(Ordering::Relaxed) as usize != shard
-            {
+        self.counters.armed.set(0);
+        self.counters.next_due_tick.set(u64::MAX);
+        let ours = |slot: &Slot| {
+            let word = slot.load(Ordering::Acquire);
+            (word.arm() != super::state::FREE
+                && slot.shard.load(Ordering::Relaxed) as usize == shard)
+                .then_some(word)
+        };
+        // Pass 1: disarm (and stop any periodic continuation) and unlink.
+        inner.arena.for_each(|_, slot| {
+            let Some(mut word) = ours(slot) else {
                 return;
-            }
-            // Disarm (and stop any periodic continuation).
-            loop {
-                let new = if word.is_armed() {
-                    word.with_arm(CANCELLED).next_seq()
-                } else {
-                    word
-                };
-                match slot.cas(word, new) {
-                    Ok(_) => {
-                        word = new;
-                        break;
-                    }
+            };
+            while word.is_armed() {
+                match slot.cas(word, word.with_arm(CANCELLED).next_seq()) {
+                    Ok(_) => break,
                     Err(actual) => word = actual,
                 }
             }
             // SAFETY: we own the shard, and this slot belongs to it (its
             // shard field was written before the word we acquired).
-            let callback = unsafe {
-                slot.bucket.with_mut(|bucket| *bucket = UNLINKED);
-                owned(slot, |owned| owned.callback.take())
-            };
+            unsafe { slot.bucket.with_mut(|bucket| *bucket = UNLINKED) };
+        });
+        // Pass 2: drop callbacks (user code) and free what no handle holds.
+        inner.arena.for_each(|index, slot| {
+            if ours(slot).is_none() {
+                return;
+            }
+            // SAFETY: as above; no reference into the slot is live while
+            // the callback's captures are dropped.
+            let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
             drop(callback);
-            // SAFETY: as above.
-            unsafe { self.settle(inner, slot, index, word) };
+            // The drop may have changed the word (a handle captured by the
+            // callback itself was released, and the slot freed inline):
+            // settle on the current one.
+            if let Some(word) = ours(slot) {
+                // SAFETY: as above.
+                unsafe { self.settle(inner, slot, index, word) };
+            }
         });
     }
 }

@@ -7,8 +7,9 @@
 //! | 0..2   | `arm`     | `FREE`, `ARMED`, `FIRED` (last arming expired), `CANCELLED`   |
 //! | 2      | `RUNNING` | the callback is executing on the shard owner right now        |
 //! | 3      | `HANDLE`  | a user handle ([`Timer`](crate::Timer) or a C handle) holds it |
-//! | 8..32  | `seq`     | arming sequence: bumped by every restart and by stop-while-running |
-//! | 32..64 | `gen`     | slot incarnation: bumped when the slot is freed; handles carry it |
+//! | 4      | `HALTED`  | stopped while `RUNNING`: a periodic timer is not re-armed after this run |
+//! | 8..32  | `seq`     | arming sequence: bumped by every restart and release           |
+//! | 32..64 | `gen`     | slot incarnation (below 2^28): bumped when the slot is freed; ids carry it |
 //!
 //! # Who may change what
 //!
@@ -16,14 +17,14 @@
 //!   a timer's own callback while it runs (`RUNNING`, even without a handle),
 //!   may CAS:
 //!   - STOP: `ARMED -> CANCELLED` (returns `Cancelled`; the linearisation point
-//!     of "this arming will never run"), or, while `RUNNING`, bump `seq`
-//!     (returns `Running` and cancels a periodic continuation);
+//!     of "this arming will never run"), or, while `FIRED|RUNNING`, set
+//!     `HALTED` (returns `Running` and cancels a periodic continuation);
 //!   - RESTART: any `arm` (not `FREE`) `-> ARMED` with `seq + 1`, then sends the
 //!     new deadline to the owner tagged with that `seq`;
 //!   - RELEASE (handle dropped): clear `HANDLE`, turning `ARMED` into
 //!     `CANCELLED` and bumping `seq`.
 //! * Only the shard owner moves `ARMED -> FIRED | RUNNING` (the linearisation
-//!   point of "this arming fires"), clears `RUNNING`, re-arms a periodic timer
+//!   point of "this arming fires"), clears `RUNNING` and `HALTED`, re-arms a periodic timer
 //!   (`FIRED|RUNNING, seq -> ARMED, seq + 1`, a CAS that fails if anyone
 //!   stopped, restarted or released it meanwhile), and frees the slot
 //!   (`-> FREE` with `gen + 1`) once it is not armed, not running and no handle
@@ -35,8 +36,28 @@
 //! an owner that tries to fire the old arming fails its CAS and waits for the
 //! message carrying the new deadline: one arming fires at most once.
 //!
-//! `seq` is 24 bits: it only has to tell apart armings whose messages are in
-//! flight at the same time, and compares modulo 2^24.
+//! # Why the 24-bit `seq` never laps
+//!
+//! The owner compares `seq` in two places: a message's tag against the word
+//! (is this the newest arming?) and the arming it linked (`linked_seq`)
+//! against the word (is the entry it just popped still current?). Both go
+//! wrong only if the word's `seq` moved on by a whole multiple of 2^24 since
+//! the owner last looked. That cannot happen, by construction:
+//!
+//! 1. Every change of `seq` is a RESTART or a RELEASE, and each of those
+//!    either runs on the owner's thread (applied at once: the owner has
+//!    seen it) or pushes one intake message. (A STOP of a running callback
+//!    sets `HALTED` instead of bumping `seq`, and sets it once, so repeated
+//!    stops during a long callback move nothing; the owner's own periodic
+//!    re-arm is applied by the owner.)
+//! 2. So the moves the owner has not seen are at most the messages not yet
+//!    processed (queued, or taken but not yet applied: a shard takes in at
+//!    most `PENDING_LIMIT` at a time) plus one per producer thread between
+//!    its CAS and its push.
+//! 3. A producer that finds `PENDING_LIMIT` (2^20) messages already queued
+//!    for a shard waits before its CAS (`Inner::send`'s backpressure), so
+//!    queued messages stay below 2^20 + threads, and unseen moves below
+//!    2^21 + 2 x threads: far below 2^24 for any real thread count.
 
 pub(crate) const ARM_MASK: u64 = 0b11;
 pub(crate) const FREE: u64 = 0;
@@ -45,6 +66,7 @@ pub(crate) const FIRED: u64 = 2;
 pub(crate) const CANCELLED: u64 = 3;
 pub(crate) const RUNNING: u64 = 1 << 2;
 pub(crate) const HANDLE: u64 = 1 << 3;
+pub(crate) const HALTED: u64 = 1 << 4;
 const SEQ_SHIFT: u32 = 8;
 const SEQ_MASK: u64 = ((1 << 24) - 1) << SEQ_SHIFT;
 const GEN_SHIFT: u32 = 32;
@@ -111,8 +133,9 @@ impl std::fmt::Debug for Word {
         let arm = ["FREE", "ARMED", "FIRED", "CANCELLED"][self.arm() as usize];
         write!(
             f,
-            "{arm}{}{} seq={} gen={}",
+            "{arm}{}{}{} seq={} gen={}",
             if self.is(RUNNING) { "|RUNNING" } else { "" },
+            if self.is(HALTED) { "|HALTED" } else { "" },
             if self.is(HANDLE) { "|HANDLE" } else { "" },
             self.seq(),
             self.gen()

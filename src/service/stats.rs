@@ -8,9 +8,35 @@ use super::Inner;
 // and modelling every counter update would only multiply loom's branches.
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Lateness histogram buckets: bucket `b` counts lateness in `[2^(b-1), 2^b)` ticks
-/// (bucket 0: on time).
-const BUCKETS: usize = 65;
+/// Lateness histogram, in nanoseconds on the service's clock, log-linear:
+/// values below `SUB` have a bucket each; above, each power of two is cut
+/// into `SUB` equal buckets, so a bucket's upper bound is within 1/`SUB`
+/// (6.25 %) of any value in it.
+const SUB_BITS: u32 = 4;
+const SUB: u64 = 1 << SUB_BITS;
+const BUCKETS: usize = ((64 - SUB_BITS + 1) * SUB as u32) as usize;
+
+/// The histogram bucket of `nanos`.
+fn bucket_of(nanos: u64) -> usize {
+    if nanos < SUB {
+        return nanos as usize;
+    }
+    let exp = u64::BITS - 1 - nanos.leading_zeros(); // >= SUB_BITS
+    let sub = (nanos >> (exp - SUB_BITS)) & (SUB - 1);
+    ((exp - SUB_BITS + 1) as u64 * SUB + sub) as usize
+}
+
+/// The largest value in bucket `bucket`.
+fn bucket_max(bucket: usize) -> u64 {
+    let bucket = bucket as u64;
+    if bucket < SUB {
+        return bucket;
+    }
+    let exp = bucket / SUB - 1 + SUB_BITS as u64;
+    let sub = bucket % SUB;
+    let low = (1u64 << exp) | (sub << (exp - SUB_BITS as u64));
+    low.saturating_add((1u64 << (exp - SUB_BITS as u64)) - 1)
+}
 
 /// A counter with one writer (the shard owner): a plain load and store,
 /// not a locked read-modify-write, since no two threads ever add at once.
@@ -43,6 +69,9 @@ pub(crate) struct ShardCounters {
     pub(crate) armed: OwnerCounter,
     max_lateness: OwnerCounter,
     lateness: [OwnerCounter; BUCKETS],
+    /// The tick by which the owner must next poll, as of its last poll
+    /// (`u64::MAX`: nothing armed), for the waiting part of `lateness_max`.
+    pub(crate) next_due_tick: OwnerCounter,
 }
 
 impl Default for ShardCounters {
@@ -55,17 +84,19 @@ impl Default for ShardCounters {
             armed: OwnerCounter::default(),
             max_lateness: OwnerCounter::default(),
             lateness: std::array::from_fn(|_| OwnerCounter::default()),
+            next_due_tick: OwnerCounter(AtomicU64::new(u64::MAX)),
         }
     }
 }
 
 impl ShardCounters {
-    pub(crate) fn record_fire(&self, lateness_ticks: u64) {
+    /// One callback is starting, `lateness_nanos` after its deadline on the
+    /// service's clock.
+    pub(crate) fn record_fire(&self, lateness_nanos: u64) {
         self.fired.bump(1);
-        let bucket = (u64::BITS - lateness_ticks.leading_zeros()) as usize;
-        self.lateness[bucket].bump(1);
-        if lateness_ticks > self.max_lateness.get() {
-            self.max_lateness.set(lateness_ticks);
+        self.lateness[bucket_of(lateness_nanos)].bump(1);
+        if lateness_nanos > self.max_lateness.get() {
+            self.max_lateness.set(lateness_nanos);
         }
     }
 }
@@ -91,11 +122,15 @@ pub struct Stats {
     /// Bytes one slot takes: the service's own bookkeeping per timer, its
     /// wheel entry included (the boxed callback is apart).
     pub slot_bytes: u64,
-    /// Median lateness, rounded up to a power of two ticks.
+    /// Median lateness of the callbacks run so far: from the deadline to the
+    /// callback's start, on the service's clock, rounded up by at most 6.25 %.
     pub lateness_p50: Duration,
-    /// 99th percentile lateness, rounded up to a power of two ticks.
+    /// 99th percentile lateness, measured and rounded like `lateness_p50`.
     pub lateness_p99: Duration,
-    /// Largest lateness seen.
+    /// Largest lateness: of the callbacks run so far, and of the work that is
+    /// due now and still waiting for its owner (a shard whose next due tick
+    /// has passed counts as late by that much, although nothing has fired
+    /// yet).
     pub lateness_max: Duration,
 }
 
@@ -127,15 +162,25 @@ impl Stats {
                 *total += bucket.get();
             }
         }
-        let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(inner.tick_nanos));
-        stats.lateness_max = ticks(max);
-        stats.lateness_p50 = ticks(percentile(&histogram, 50).min(max));
-        stats.lateness_p99 = ticks(percentile(&histogram, 99).min(max));
+        stats.lateness_p50 = Duration::from_nanos(percentile(&histogram, 50).min(max));
+        stats.lateness_p99 = Duration::from_nanos(percentile(&histogram, 99).min(max));
+        // Work due and not yet done counts too: an owner that has fallen
+        // behind has fired nothing late yet, but its next timer is late.
+        let now = inner.clock.raw_nanos();
+        for shard in inner.shards.iter() {
+            let due = shard.counters.next_due_tick.get();
+            if due != u64::MAX {
+                let waiting = now.saturating_sub(due.saturating_mul(inner.tick_nanos));
+                max = max.max(waiting);
+            }
+        }
+        stats.lateness_max = Duration::from_nanos(max);
         stats
     }
 }
 
-/// Upper bound (in ticks) of the histogram bucket holding the `p`th percentile.
+/// Upper bound (in nanoseconds) of the histogram bucket holding the `p`th
+/// percentile.
 fn percentile(histogram: &[u64; BUCKETS], p: u64) -> u64 {
     let total: u64 = histogram.iter().sum();
     if total == 0 {
@@ -146,11 +191,7 @@ fn percentile(histogram: &[u64; BUCKETS], p: u64) -> u64 {
     for (bucket, count) in histogram.iter().enumerate() {
         seen += count;
         if seen >= rank {
-            return if bucket == 0 {
-                0
-            } else {
-                (1u64 << (bucket - 1)).saturating_mul(2) - 1
-            };
+            return bucket_max(bucket);
         }
     }
     u64::MAX
@@ -166,15 +207,33 @@ mod tests {
         for _ in 0..98 {
             counters.record_fire(0);
         }
-        counters.record_fire(5); // bucket 3: [4, 8)
-        counters.record_fire(1000); // bucket 10: [512, 1024)
+        counters.record_fire(5); // below SUB: exact
+        counters.record_fire(1000); // [992, 1023]: 1000 = 0b11_1110_1000
         let mut histogram = [0u64; BUCKETS];
         for (total, bucket) in histogram.iter_mut().zip(counters.lateness.iter()) {
             *total = bucket.get();
         }
         assert_eq!(percentile(&histogram, 50), 0);
-        assert_eq!(percentile(&histogram, 99), 7);
+        assert_eq!(percentile(&histogram, 99), 5);
         assert_eq!(percentile(&histogram, 100), 1023);
         assert_eq!(counters.max_lateness.get(), 1000);
+    }
+
+    #[test]
+    fn buckets_are_within_one_sixteenth_of_their_values() {
+        let mut previous_max = None;
+        for bucket in 0..BUCKETS {
+            let max = bucket_max(bucket);
+            assert_eq!(bucket_of(max), bucket, "bucket {bucket}");
+            if let Some(previous) = previous_max {
+                assert_eq!(bucket_of(previous + 1), bucket, "buckets are contiguous");
+                let low = previous + 1;
+                assert!(max - low <= low / 16, "bucket {bucket}: {low}..={max}");
+            }
+            previous_max = (max != u64::MAX).then_some(max);
+            if max == u64::MAX {
+                assert_eq!(bucket, BUCKETS - 1);
+            }
+        }
     }
 }

@@ -5,29 +5,48 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::Inner;
+
+/// Set in a shard's handle count once shutdown has begun (see [`Timer::new`]).
+pub(crate) const SHUT: usize = 1 << (usize::BITS - 1);
 use crate::sync::{Arc, Ordering};
 use crate::TimerError;
 
-/// A plain 64-bit name for one timer slot and incarnation: `gen << 32 | index`.
+/// A plain 64-bit name for one timer of one service:
+/// `gen << 36 | service tag << 28 | slot index`.
 ///
 /// Ids are what the C ABI hands out. Once the timer's handle is released the
 /// id is stale for ever: operations on it return [`Stop::Inactive`] or
-/// [`TimerError::StaleKey`]; they never reach another timer. The zero id is
-/// never valid.
+/// [`TimerError::StaleKey`]; they never reach another timer. The service tag
+/// (see `tag.rs`) makes an id of one service stale on every other, and the
+/// zero id is never valid.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(pub(crate) u64);
 
+/// Bits of the slot index in an id (and so the most slots a service has).
+pub(crate) const INDEX_BITS: u32 = 28;
+/// Bits of the generation in an id; a slot whose generation would reach
+/// `1 << GEN_BITS` is retired, never reused.
+pub(crate) const GEN_BITS: u32 = 28;
+const TAG_SHIFT: u32 = INDEX_BITS;
+const GEN_SHIFT: u32 = INDEX_BITS + 8;
+
 impl TimerId {
-    pub(crate) fn new(index: u32, gen: u32) -> Self {
-        TimerId(((gen as u64) << 32) | index as u64)
+    pub(crate) fn new(index: u32, gen: u32, tag: u8) -> Self {
+        debug_assert!(index < 1 << INDEX_BITS && gen < 1 << GEN_BITS);
+        TimerId(((gen as u64) << GEN_SHIFT) | ((tag as u64) << TAG_SHIFT) | index as u64)
     }
 
     pub(crate) fn index(self) -> u32 {
-        self.0 as u32
+        (self.0 & ((1 << INDEX_BITS) - 1)) as u32
     }
 
     pub(crate) fn gen(self) -> u32 {
-        (self.0 >> 32) as u32
+        (self.0 >> GEN_SHIFT) as u32
+    }
+
+    /// The tag of the service that made this id.
+    pub(crate) fn tag(self) -> u8 {
+        (self.0 >> TAG_SHIFT) as u8
     }
 
     /// The raw value (for C, logs and maps).
@@ -169,6 +188,16 @@ impl TimerSpec {
 ///
 /// `Send + Sync`: any thread may stop or restart it, without a lock and
 /// without waiting for the shard owner.
+///
+/// `#[must_use]`: `service.start(delay, callback)?;` on its own would drop
+/// the handle at once, and with it the timer, so the compiler warns:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// let service = tickwheel::TimerService::new().unwrap();
+/// service.start(std::time::Duration::from_secs(1), |_| {}).unwrap();
+/// ```
+#[must_use = "dropping a Timer stops its timer; keep it, or call `forget()` to let the timer run without a handle"]
 pub struct Timer {
     /// The service. Kept alive by the count of handles on `shard` (see
     /// [`Timer::new`]), not by a reference count of its own.
@@ -192,25 +221,34 @@ impl Timer {
     /// thread that starts or drops timers write one shared reference count:
     /// on a per-core server, two cores that share no timer would still bounce
     /// that cache line on every timer. Instead each shard counts its live
-    /// handles on a cache line of its own, and holds a single strong count of
-    /// the service while that count is above zero (taken on 0 -> 1, given
-    /// back on 1 -> 0). The service therefore outlives every handle, and a
-    /// handle touches only its own shard's line.
+    /// handles on a cache line of its own (`Shard::handles`), and the count
+    /// keeps the service alive only once it needs to:
     ///
-    /// A 1 -> 0 racing a 0 -> 1 on the same shard is harmless: the thread
-    /// creating a handle holds a reference of its own to the service (a
-    /// `TimerService` or a running callback's), so the service cannot be
-    /// freed between the two; each transition moves the strong count once.
+    /// * Until shutdown begins, some `TimerService` (or the C service object)
+    ///   holds the service, so a handle needs nothing more than its count.
+    /// * Shutdown (run while the last `TimerService` still holds its `Arc`)
+    ///   sets `SHUT` in every shard's count, and a shard whose count is then
+    ///   above zero keeps one strong count of the service for its handles.
+    ///   After that, a count going 0 -> 1 takes a strong count and 1 -> 0
+    ///   gives it back.
+    ///
+    /// All three decisions are made by one RMW each on the same word (this
+    /// `fetch_add`, the drop's `fetch_sub`, shutdown's `fetch_or`), so they
+    /// are totally ordered: "the shard holds a strong count" is exactly "SHUT
+    /// is set and the count is above zero", whatever the interleaving (loom
+    /// model `last_handle_vs_new_handle_vs_service_drop`). Per-core use
+    /// therefore touches only its own shard's line, at the cost of two RMWs
+    /// per timer.
     pub(crate) fn new(inner: &Arc<Inner>, id: TimerId, shard: usize) -> Timer {
-        if inner.shards[shard].handles.fetch_add(1, Ordering::AcqRel) == 0 {
+        if inner.shards[shard].handles.fetch_add(1, Ordering::AcqRel) == SHUT {
             // SAFETY: `inner` is a live `Arc`, so its pointer is valid and
             // its strong count is at least 1.
             unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
         }
         Timer {
             // `Arc::as_ptr`, not `&**inner`: the pointer must carry the
-            // provenance of the whole allocation, since the last handle gives
-            // the strong count back through it (miri checks this).
+            // provenance of the whole allocation, since the last handle may
+            // give a strong count back through it (miri checks this).
             inner: Arc::as_ptr(inner),
             id,
             shard: shard as u32,
@@ -218,8 +256,9 @@ impl Timer {
     }
 
     fn inner(&self) -> &Inner {
-        // SAFETY: this handle is counted on its shard, and the shard holds a
-        // strong count of the service while any handle is counted (`new`).
+        // SAFETY: this handle is counted on its shard; before shutdown a
+        // `TimerService` holds the service, and after it the shard holds a
+        // strong count while any handle is counted (`new`).
         unsafe { &*self.inner }
     }
 
@@ -283,11 +322,11 @@ impl Drop for Timer {
         if inner.shards[self.shard as usize]
             .handles
             .fetch_sub(1, Ordering::AcqRel)
-            == 1
+            == SHUT | 1
         {
-            // SAFETY: this was the shard's last handle, so the shard gives
-            // back the strong count it took for its handles (`Timer::new`).
-            // `inner` is not used after this.
+            // SAFETY: this was the shard's last handle after shutdown, so the
+            // shard gives back the strong count it held for its handles
+            // (`Timer::new`). `inner` is not used after this.
             unsafe { Arc::decrement_strong_count(self.inner) };
         }
     }

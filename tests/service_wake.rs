@@ -1,0 +1,228 @@
+//! The owner's sleep/wake handshake, prompt reclamation while it sleeps, the
+//! shutdown sweep against callbacks that drop handles, ids used on the wrong
+//! service, and stops during a running callback (CONTRACT items 9, 13, 14,
+//! 15 and 21; issue 12 items 1, 3, 4 and 5). Each of these tests failed on
+//! the code before the fix it names.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use tickwheel::{Clock, Driver, ManualClock, Stop, TimerService};
+
+const MS: Duration = Duration::from_millis(1);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Counts drops of the captures of the callbacks that hold one.
+#[derive(Clone, Default)]
+struct Drops(Arc<AtomicUsize>);
+
+struct Capture(Arc<AtomicUsize>);
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+impl Drops {
+    fn callback(&self) -> impl FnMut(&mut tickwheel::Expiry<'_>) + Send + 'static {
+        let capture = Capture(self.0.clone());
+        move |_| {
+            let _ = &capture;
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+
+    /// Waits (a liveness bound, not a speed goal) until `n` captures are gone.
+    fn wait_for(&self, n: usize, within: Duration) -> bool {
+        let end = Instant::now() + within;
+        while self.count() < n {
+            if Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(MS);
+        }
+        true
+    }
+}
+
+fn threaded(shards: usize) -> TimerService {
+    TimerService::builder()
+        .shards(shards)
+        .tick(MS)
+        .driver(Driver::Threads { pin: false })
+        .build()
+        .unwrap()
+}
+
+/// Issue 12 item 1, the deterministic case: a START due after the owner's
+/// sleep (rightly no wakeup), then a STOP. The old wake rule
+/// (`pending == 1 && asleep`) saw the second message and let the owner sleep
+/// on for an hour; the stopped timer's memory must be reclaimed now
+/// (CONTRACT 13 and 21).
+#[test]
+fn item21_a_stop_after_a_later_start_wakes_the_sleeping_owner() {
+    let service = threaded(1);
+    let drops = Drops::default();
+    let near = service.start(HOUR, drops.callback()).unwrap();
+    // Let the driver take it in and go to sleep towards it.
+    std::thread::sleep(20 * MS);
+    let later = service.start(2 * HOUR, drops.callback()).unwrap();
+    std::thread::sleep(20 * MS);
+    assert_eq!(later.cancel(), Stop::Cancelled);
+    assert!(
+        drops.wait_for(1, Duration::from_secs(5)),
+        "the stopped timer was not reclaimed while its owner slept"
+    );
+    assert_eq!(near.cancel(), Stop::Cancelled);
+    assert!(drops.wait_for(2, Duration::from_secs(5)));
+}
+
+/// Issue 12 item 1 on real threads: three driver shards, three operator
+/// threads that start, stop and drop timers; afterwards every timer's
+/// captures must be released promptly, round after round (the old code held
+/// some for seconds in about one round in seven).
+#[test]
+fn item21_every_stopped_timer_is_reclaimed_while_owners_sleep() {
+    let service = threaded(3);
+    let drops = Drops::default();
+    let mut expected = 0;
+    for round in 0..20 {
+        let barrier = Arc::new(Barrier::new(3));
+        let workers: Vec<_> = (0..3)
+            .map(|t| {
+                let service = service.clone();
+                let drops = drops.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let timers: Vec<_> = (0..50)
+                        .map(|i| {
+                            let spec = tickwheel::TimerSpec::after(HOUR + (i + t) * MS)
+                                .on_shard((i as usize + t as usize) % 3);
+                            service.schedule(spec, drops.callback()).unwrap()
+                        })
+                        .collect();
+                    for (i, timer) in timers.iter().enumerate() {
+                        if i % 2 == 0 {
+                            assert_eq!(timer.stop(), Stop::Cancelled);
+                        }
+                    }
+                    drop(timers);
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        expected += 150;
+        assert!(
+            drops.wait_for(expected, Duration::from_secs(5)),
+            "round {round}: {} of {expected} timers reclaimed",
+            drops.count()
+        );
+    }
+}
+
+/// Issue 12 item 3: during the shutdown sweep, dropping a callback that
+/// holds the handle of another, not yet swept timer of the same shard
+/// releases that timer inline. The old sweep then unlinked it from the fresh
+/// wheel ("attempt to subtract with overflow") and aborted the sweep.
+#[test]
+fn item15_the_shutdown_sweep_survives_callbacks_that_drop_handles() {
+    let clock = ManualClock::new();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(MS)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock))
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let drops = Drops::default();
+    // Slot order is allocation order: each holder is swept before the timer
+    // whose handle it holds.
+    let mut holders = Vec::new();
+    for _ in 0..8 {
+        let holder_capture = Capture(drops.0.clone());
+        let held_slot = Arc::new(std::sync::Mutex::new(None));
+        let slot = held_slot.clone();
+        let holder = service
+            .start(HOUR, move |_| {
+                let _ = (&holder_capture, &slot);
+            })
+            .unwrap();
+        let held = service.start(2 * HOUR, drops.callback()).unwrap();
+        *held_slot.lock().unwrap() = Some(held);
+        holders.push(holder);
+    }
+    guard.poll().unwrap();
+    // The holders' handles go too, so that only the callbacks hold the
+    // others: the sweep must free all 16 and drop all 16 captures.
+    for holder in holders {
+        holder.forget();
+    }
+    service.shutdown();
+    assert_eq!(guard.poll(), Err(tickwheel::TimerError::Shutdown));
+    assert_eq!(drops.count(), 16, "every capture dropped by the sweep");
+    drop(guard);
+    assert_eq!(service.stats().armed, 0);
+}
+
+/// Issue 12 item 5 (CONTRACT 14): the first timer of two services used to
+/// get the same id, and one service's id stopped the other's timer.
+#[test]
+fn item14_an_id_used_on_the_wrong_service_is_refused() {
+    let a = threaded(1);
+    let b = threaded(1);
+    let timer_a = a.start(HOUR, |_| {}).unwrap();
+    let timer_b = b.start(HOUR, |_| {}).unwrap();
+    assert_ne!(timer_a.id(), timer_b.id());
+    assert_eq!(b.stop_id(timer_a.id()), Stop::Inactive);
+    assert_eq!(a.stop_id(timer_b.id()), Stop::Inactive);
+    assert!(timer_a.is_armed() && timer_b.is_armed());
+    assert_eq!(b.stop_id(timer_b.id()), Stop::Cancelled);
+    assert_eq!(timer_a.cancel(), Stop::Cancelled);
+}
+
+/// Issue 12 item 4: stops during a running callback do not move the arming
+/// sequence (which must not lap), and all report `Running`; a periodic timer
+/// stopped that way is not re-armed.
+#[test]
+fn item8_repeated_stops_during_a_callback_all_report_running() {
+    let service = threaded(1);
+    let entered = Arc::new(Barrier::new(2));
+    let leave = Arc::new(Barrier::new(2));
+    let (e, l) = (entered.clone(), leave.clone());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let timer = service
+        .start_periodic(MS, move |_| {
+            if counter.fetch_add(1, SeqCst) == 0 {
+                e.wait();
+                l.wait();
+            }
+        })
+        .unwrap();
+    entered.wait();
+    for _ in 0..10_000 {
+        assert_eq!(timer.stop(), Stop::Running);
+    }
+    leave.wait();
+    let end = Instant::now() + Duration::from_secs(5);
+    while timer.stop() == Stop::Running && Instant::now() < end {
+        std::thread::sleep(MS);
+    }
+    std::thread::sleep(20 * MS);
+    assert_eq!(timer.stop(), Stop::Fired);
+    assert_eq!(
+        runs.load(SeqCst),
+        1,
+        "a halted periodic timer is not re-armed"
+    );
+}
