@@ -135,3 +135,50 @@ unsafe fn wheel_round_trip_inner() {
         tw_wheel_free(wheel);
     }
 }
+
+unsafe extern "C" fn never_called(_ctx: *mut c_void, _expiry: *const tw_expiry) {
+    panic!("an hour-long timer fired in a test that lasts milliseconds");
+}
+
+/// CONTRACT 14 through the C ABI (issue 12 item 5): the first timer of each
+/// of two services used to get the same handle, and `tw_timer_stop(b,
+/// handle_from_a)` returned `TW_OK`/cancelled, disarming b's own timer.
+#[test]
+fn a_handle_used_on_the_wrong_service_is_refused() {
+    // SAFETY: both services come from `tw_service_new` and are freed last;
+    // every other pointer is a live local.
+    unsafe {
+        let config = tw_service_config {
+            shards: 1,
+            tick_ns: 0,
+            flags: TW_SERVICE_EMBEDDED | TW_SERVICE_MANUAL_CLOCK,
+            wake: None,
+            wake_ctx: ptr::null_mut(),
+        };
+        let (mut a, mut b) = (ptr::null_mut(), ptr::null_mut());
+        assert_eq!(tw_service_new(&config, &mut a), tw_result::TW_OK);
+        assert_eq!(tw_service_new(&config, &mut b), tw_result::TW_OK);
+        let hour = 3_600_000_000_000;
+        let (mut timer_a, mut timer_b) = (0u64, 0u64);
+        let start = |service, timer| {
+            tw_timer_start(service, hour, Some(never_called), ptr::null_mut(), timer)
+        };
+        assert_eq!(start(a, &mut timer_a), tw_result::TW_OK);
+        assert_eq!(start(b, &mut timer_b), tw_result::TW_OK);
+        assert_ne!(timer_a, timer_b);
+        let mut outcome = tw_stop::TW_STOP_CANCELLED;
+        assert_eq!(
+            tw_timer_stop(b, timer_a, &mut outcome),
+            tw_result::TW_STALE_HANDLE
+        );
+        let mut armed = false;
+        assert_eq!(tw_timer_is_armed(b, timer_b, &mut armed), tw_result::TW_OK);
+        assert!(armed, "b's own timer was disarmed by a's handle");
+        assert_eq!(tw_timer_stop(b, timer_b, &mut outcome), tw_result::TW_OK);
+        assert_eq!(outcome, tw_stop::TW_STOP_CANCELLED);
+        assert_eq!(tw_timer_free(a, timer_a), tw_result::TW_OK);
+        assert_eq!(tw_timer_free(b, timer_b), tw_result::TW_OK);
+        tw_service_free(a);
+        tw_service_free(b);
+    }
+}
