@@ -15,6 +15,7 @@
 // Run plain, under ASan/UBSan, valgrind and TSan by ffi-tests/run.sh.
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -170,11 +171,27 @@ void test_service_destroyed_while_callbacks_use_timers() {
 
 } // namespace
 
-int main() {
-    test_destroyed_while_its_callback_runs();
-    test_reset_while_its_callback_runs();
-    test_destroyed_from_its_own_callback();
-    test_service_destroyed_while_callbacks_use_timers();
-    std::printf("test_cpp_lifetime: all tests passed\n");
+// With an argument, runs only the tests whose name contains it (to show one
+// finding at a time on an old wrapper).
+int main(int argc, char **argv) {
+    struct {
+        const char *name;
+        void (*run)();
+    } const tests[] = {
+        {"destroyed_while_its_callback_runs", test_destroyed_while_its_callback_runs},
+        {"reset_while_its_callback_runs", test_reset_while_its_callback_runs},
+        {"destroyed_from_its_own_callback", test_destroyed_from_its_own_callback},
+        {"service_destroyed_while_callbacks_use_timers",
+         test_service_destroyed_while_callbacks_use_timers},
+    };
+    int ran = 0;
+    for (const auto &test : tests) {
+        if (argc < 2 || std::strstr(test.name, argv[1]) != nullptr) {
+            test.run();
+            ran++;
+        }
+    }
+    CHECK(ran > 0);
+    std::printf("test_cpp_lifetime: %d tests passed\n", ran);
     return 0;
 }

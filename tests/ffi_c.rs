@@ -188,6 +188,37 @@ fn cpp_wrapper() {
     run(&program, &[]);
 }
 
+/// Destroying a timer's owner (or resetting the timer) while its callback
+/// runs waits for the callback; destroying the service while callbacks use
+/// their timers is safe (ffi-tests/run.sh runs it under ASan and TSan too).
+#[test]
+fn cpp_wrapper_lifetimes() {
+    let program = compile(
+        "g++",
+        CXX_FLAGS,
+        "test_cpp_lifetime.cpp",
+        "test_cpp_lifetime",
+        &static_link(),
+    );
+    let out = run(&program, &[]);
+    assert!(out.contains("4 tests passed"), "{out}");
+}
+
+/// The wrapper's `tw_result &status` API, built with -fno-exceptions.
+#[test]
+fn cpp_wrapper_without_exceptions() {
+    let mut flags = CXX_FLAGS.to_vec();
+    flags.push("-fno-exceptions");
+    let program = compile(
+        "g++",
+        &flags,
+        "test_cpp_noexcept.cpp",
+        "test_cpp_noexcept",
+        &static_link(),
+    );
+    run(&program, &[]);
+}
+
 #[test]
 fn echo_server_closes_exactly_the_idle_connections_on_time() {
     let server = compile(
