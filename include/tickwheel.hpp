@@ -48,7 +48,7 @@
 // exceptions disabled (-fno-exceptions, detected through __cpp_exceptions,
 // or TICKWHEEL_NO_EXCEPTIONS defined before including this header) only the
 // status overloads exist. The status overloads call std::terminate if
-// allocating or copying the callable throws.
+// an allocation or a copy of the callable throws.
 //
 // Durations. A negative duration (delay, period, range end, tick, clock
 // step) is refused with TW_INVALID_ARGUMENT, never clamped to zero.
