@@ -55,8 +55,9 @@
 // `start` and `restart` also take a std::chrono::time_point (an absolute
 // deadline, any clock): it is converted to a delay against that clock's
 // now() at the call, rounded up to whole nanoseconds; a deadline already
-// past is a zero delay (due at the service's next tick). Manual-clock services count time only by
-// advance_clock, so give them durations, not time points.
+// past is a zero delay (due at the service's next tick). Manual-clock
+// services count time only by advance_clock, so give them durations, not
+// time points.
 #ifndef TICKWHEEL_HPP
 #define TICKWHEEL_HPP
 
@@ -119,8 +120,8 @@ inline tw_result nanos(std::chrono::nanoseconds d, std::uint64_t &out) noexcept 
 }
 
 // The delay from Clock::now() to `deadline`, rounded up to whole
-// nanoseconds; 0 for a deadline already past (a zero delay); saturated at the largest
-// nanosecond count (about 292 years) instead of overflowing.
+// nanoseconds; 0 for a deadline already past (a zero delay); saturated at
+// the largest nanosecond count (about 292 years) instead of overflowing.
 template <class Clock, class Duration>
 std::uint64_t nanos_until(std::chrono::time_point<Clock, Duration> deadline) noexcept {
     using seconds = std::chrono::duration<double>;
