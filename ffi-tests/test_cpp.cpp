@@ -104,14 +104,14 @@ void test_raii_and_outcomes() {
         tw_timer_spec spec{};
         spec.flags = TW_TIMER_ON_SHARD;
         spec.shard = 5;
-        svc.schedule(spec, counted(&fired));
+        (void)svc.schedule(spec, counted(&fired));
     } catch (const tickwheel::error &e) {
         threw = e.code() == TW_SHARD_OUT_OF_RANGE;
     }
     CHECK(threw && live_callables == 0);
     threw = false;
     try {
-        svc.start_periodic(0ms, [] {});
+        (void)svc.start_periodic(0ms, [] {});
     } catch (const tickwheel::error &e) {
         threw = e.code() == TW_INVALID_PERIOD;
     }
@@ -226,7 +226,7 @@ void test_service_goes_first() {
     CHECK(live_callables == 0 && t.stop() == stop_outcome::inactive);
     bool threw = false;
     try {
-        svc.start(1ms, [] {});
+        (void)svc.start(1ms, [] {});
     } catch (const tickwheel::error &e) {
         threw = e.code() == TW_SHUTDOWN;
     }

@@ -480,17 +480,20 @@ public:
 
     explicit operator bool() const noexcept { return raw() != nullptr; }
 
+    // The functions returning a `timer` are [[nodiscard]]: a discarded timer
+    // is destroyed at once, which stops it (call forget() to let it run).
+
     /// Starts a one-shot timer running `f` once `delay` has passed.
     template <class F>
-    timer start(std::chrono::nanoseconds delay, F &&f, tw_result &status) noexcept {
+    [[nodiscard]] timer start(std::chrono::nanoseconds delay, F &&f, tw_result &status) noexcept {
         tw_timer_spec spec{};
         status = detail::nanos(delay, spec.delay_ns);
         return status == TW_OK ? schedule(spec, std::forward<F>(f), status) : timer();
     }
     /// Starts a one-shot timer running `f` at `deadline` (see the file comment).
     template <class Clock, class Duration, class F>
-    timer start(std::chrono::time_point<Clock, Duration> deadline, F &&f,
-                tw_result &status) noexcept {
+    [[nodiscard]] timer start(std::chrono::time_point<Clock, Duration> deadline, F &&f,
+                              tw_result &status) noexcept {
         tw_timer_spec spec{};
         spec.delay_ns = detail::nanos_until(deadline);
         return schedule(spec, std::forward<F>(f), status);
@@ -498,7 +501,8 @@ public:
 
     /// Starts a periodic timer: first after `period`, then every `period`.
     template <class F>
-    timer start_periodic(std::chrono::nanoseconds period, F &&f, tw_result &status) noexcept {
+    [[nodiscard]] timer start_periodic(std::chrono::nanoseconds period, F &&f,
+                                       tw_result &status) noexcept {
         tw_timer_spec spec{};
         status = detail::nanos(period, spec.period_ns);
         if (status == TW_OK && spec.period_ns == 0) {
@@ -510,8 +514,9 @@ public:
 
     /// Starts a one-shot timer firing somewhere in [earliest, latest].
     template <class F>
-    timer start_within(std::chrono::nanoseconds earliest, std::chrono::nanoseconds latest, F &&f,
-                       tw_result &status) noexcept {
+    [[nodiscard]] timer start_within(std::chrono::nanoseconds earliest,
+                                     std::chrono::nanoseconds latest, F &&f,
+                                     tw_result &status) noexcept {
         tw_timer_spec spec{};
         std::uint64_t latest_ns = 0;
         status = detail::nanos(earliest, spec.delay_ns);
@@ -531,13 +536,13 @@ public:
     /// Starts a timer described by a raw spec. On failure the callable is
     /// destroyed and the timer is empty.
     template <class F>
-    timer schedule(const tw_timer_spec &spec, F &&f, tw_result &status) noexcept {
+    [[nodiscard]] timer schedule(const tw_timer_spec &spec, F &&f, tw_result &status) noexcept {
         // noexcept: an allocation or a callable copy that throws terminates.
         return schedule_heap(spec, new std::decay_t<F>(std::forward<F>(f)), status);
     }
 
     /// Claims shard `index` (embedded services) for the calling thread.
-    shard claim(std::size_t index, tw_result &status) noexcept {
+    [[nodiscard]] shard claim(std::size_t index, tw_result &status) noexcept {
         tw_shard *raw_shard = nullptr;
         status = tw_shard_claim(raw(), index, &raw_shard);
         return status == TW_OK ? shard(raw_shard) : shard();
@@ -571,40 +576,41 @@ public:
     /// Throwing forms of the above (`error` carries the tw_result; on
     /// failure the callable is destroyed).
     template <class F>
-    timer start(std::chrono::nanoseconds delay, F &&f) {
+    [[nodiscard]] timer start(std::chrono::nanoseconds delay, F &&f) {
         tw_timer_spec spec{};
         detail::check(detail::nanos(delay, spec.delay_ns), "tw_timer_schedule");
         return schedule(spec, std::forward<F>(f));
     }
     template <class Clock, class Duration, class F>
-    timer start(std::chrono::time_point<Clock, Duration> deadline, F &&f) {
+    [[nodiscard]] timer start(std::chrono::time_point<Clock, Duration> deadline, F &&f) {
         tw_timer_spec spec{};
         spec.delay_ns = detail::nanos_until(deadline);
         return schedule(spec, std::forward<F>(f));
     }
     template <class F>
-    timer start_periodic(std::chrono::nanoseconds period, F &&f) {
+    [[nodiscard]] timer start_periodic(std::chrono::nanoseconds period, F &&f) {
         tw_result status = TW_OK;
         timer t = start_periodic(period, std::forward<F>(f), status);
         detail::check(status, "tw_timer_schedule");
         return t;
     }
     template <class F>
-    timer start_within(std::chrono::nanoseconds earliest, std::chrono::nanoseconds latest, F &&f) {
+    [[nodiscard]] timer start_within(std::chrono::nanoseconds earliest,
+                                     std::chrono::nanoseconds latest, F &&f) {
         tw_result status = TW_OK;
         timer t = start_within(earliest, latest, std::forward<F>(f), status);
         detail::check(status, "tw_timer_schedule");
         return t;
     }
     template <class F>
-    timer schedule(const tw_timer_spec &spec, F &&f) {
+    [[nodiscard]] timer schedule(const tw_timer_spec &spec, F &&f) {
         // Allocated here, where a throw may propagate.
         tw_result status = TW_OK;
         timer t = schedule_heap(spec, new std::decay_t<F>(std::forward<F>(f)), status);
         detail::check(status, "tw_timer_schedule");
         return t;
     }
-    shard claim(std::size_t index) {
+    [[nodiscard]] shard claim(std::size_t index) {
         tw_result status = TW_OK;
         shard s = claim(index, status);
         detail::check(status, "tw_shard_claim");

@@ -165,7 +165,8 @@ fn compile_fails(compiler: &str, flags: &[&str], source: &str) -> String {
 
 /// Every C function that returns something is TW_MUST_USE: ignoring a
 /// tw_result is a warning (an error under -Werror) in C11 (GCC's
-/// warn_unused_result) and in C++17 ([[nodiscard]]).
+/// warn_unused_result) and in C++17 ([[nodiscard]]); so is discarding the
+/// `timer` that the C++ wrapper's `service::start` returns.
 #[test]
 fn ignoring_a_result_does_not_compile() {
     let c = compile_fails("gcc", C_FLAGS, "ignored_result.c");
@@ -179,6 +180,12 @@ fn ignoring_a_result_does_not_compile() {
     assert!(
         cxx.contains("tw_timer_stop") && cxx.contains("nodiscard"),
         "{cxx}"
+    );
+    // The C++ wrapper: a discarded `timer` would stop at once.
+    let timer = compile_fails("g++", CXX_FLAGS, "ignored_timer.cpp");
+    assert!(
+        timer.contains("service::start") && timer.contains("nodiscard"),
+        "{timer}"
     );
 }
 
