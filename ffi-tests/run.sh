@@ -4,7 +4,11 @@
 #   shared     the same C test linked against libtickwheel.so (rpath)
 #   asan       gcc -fsanitize=address,undefined (LeakSanitizer on)
 #   valgrind   valgrind --error-exitcode=1 --leak-check=full
-# Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind]...   (default: all)
+#   tsan       the C++ tests built with -fsanitize=thread against a
+#              TSan-instrumented build of the library (nightly, -Zbuild-std)
+# Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind|tsan]...
+#        (default: plain shared asan valgrind; tsan needs the nightly
+#        toolchain with rust-src, so it runs only when named)
 # `cargo test --test ffi_c` runs the plain and shared builds; .ci/run runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,13 +30,30 @@ cxxflags=(-std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude)
 libs=(-lgcc_s -lutil -lrt -lpthread -lm -ldl)
 supp=ffi-tests/valgrind.supp
 
-# compile <suffix> <extra flags...>: the four programs that link tickwheel.
+# compile_cpp <suffix> <library> <extra flags...>: the C++ tests (the
+# -fno-exceptions one checks the wrapper's error-code API).
+compile_cpp() {
+    local suffix=$1 lib=$2
+    shift 2
+    g++ "${cxxflags[@]}" "$@" -o "$build/test_cpp$suffix" ffi-tests/test_cpp.cpp "$lib" "${libs[@]}"
+    g++ "${cxxflags[@]}" "$@" -o "$build/test_cpp_lifetime$suffix" ffi-tests/test_cpp_lifetime.cpp "$lib" "${libs[@]}"
+    g++ "${cxxflags[@]}" -fno-exceptions "$@" -o "$build/test_cpp_noexcept$suffix" ffi-tests/test_cpp_noexcept.cpp "$lib" "${libs[@]}"
+}
+run_cpp() {
+    local suffix=$1
+    shift
+    "$@" "$build/test_cpp$suffix"
+    "$@" "$build/test_cpp_lifetime$suffix"
+    "$@" "$build/test_cpp_noexcept$suffix"
+}
+
+# compile <suffix> <extra flags...>: the programs that link tickwheel.
 compile() {
     local suffix=$1
     shift
     gcc "${cflags[@]}" "$@" -o "$build/test_c$suffix" ffi-tests/test_c.c "$libdir/libtickwheel.a" "${libs[@]}"
     gcc "${cflags[@]}" "$@" -o "$build/test_threads$suffix" ffi-tests/test_threads.c "$libdir/libtickwheel.a" "${libs[@]}"
-    g++ "${cxxflags[@]}" "$@" -o "$build/test_cpp$suffix" ffi-tests/test_cpp.cpp "$libdir/libtickwheel.a" "${libs[@]}"
+    compile_cpp "$suffix" "$libdir/libtickwheel.a" "$@"
     gcc "${cflags[@]}" "$@" -o "$build/echo_server$suffix" ffi-tests/echo_server.c "$libdir/libtickwheel.a" "${libs[@]}"
 }
 gcc "${cflags[@]}" -o "$build/echo_test" ffi-tests/echo_test.c
@@ -46,7 +67,7 @@ for mode in "${modes[@]}"; do
         compile ""
         "$build/test_c"
         "$build/test_threads"
-        "$build/test_cpp"
+        run_cpp ""
         "$build/echo_test" 300 500 250 "$build/echo_server" 500
         ;;
     shared)
@@ -62,7 +83,7 @@ for mode in "${modes[@]}"; do
         export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
         "$build/test_c_asan"
         "$build/test_threads_asan"
-        "$build/test_cpp_asan"
+        run_cpp "_asan"
         "$build/echo_test" 300 500 500 "$build/echo_server_asan" 500
         unset ASAN_OPTIONS UBSAN_OPTIONS
         ;;
@@ -73,12 +94,30 @@ for mode in "${modes[@]}"; do
             --suppressions="$supp")
         "${vg[@]}" "$build/test_c"
         "${vg[@]}" "$build/test_threads"
-        "${vg[@]}" "$build/test_cpp"
+        run_cpp "" "${vg[@]}"
         # The server runs under valgrind, about 20x slower: a wider tolerance.
         "$build/echo_test" 300 500 1500 "${vg[@]}" "$build/echo_server" 500
         ;;
+    tsan)
+        step "ThreadSanitizer (C++ tests, instrumented library)"
+        # TSan only sees synchronization in instrumented code, so the library
+        # and Rust's std are rebuilt with -Zsanitizer=thread (own target dir).
+        # `cargo rustc --crate-type staticlib` builds the archive whatever
+        # crate-type Cargo.toml lists.
+        host=$(rustc -vV | sed -n 's/^host: //p')
+        RUSTFLAGS="-Zsanitizer=thread" cargo +nightly rustc --quiet --lib --crate-type staticlib \
+            -Zbuild-std --target "$host" --target-dir "$target_dir/tsan"
+        tsan_lib="$target_dir/tsan/$host/debug/libtickwheel.a"
+        # GCC 12's libtsan lacks the __tsan_mem* entry points that LLVM's
+        # instrumentation calls: a shim forwards them to the intercepted libc.
+        gcc "${cflags[@]}" -fno-builtin -fsanitize=thread -c -o "$build/tsan_shim.o" ffi-tests/tsan_shim.c
+        compile_cpp "_tsan" "$tsan_lib" -fsanitize=thread "$build/tsan_shim.o"
+        export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+        run_cpp "_tsan"
+        unset TSAN_OPTIONS
+        ;;
     *)
-        echo "unknown mode: $mode (plain, shared, asan, valgrind)" >&2
+        echo "unknown mode: $mode (plain, shared, asan, valgrind, tsan)" >&2
         exit 2
         ;;
     esac

@@ -104,14 +104,14 @@ void test_raii_and_outcomes() {
         tw_timer_spec spec{};
         spec.flags = TW_TIMER_ON_SHARD;
         spec.shard = 5;
-        svc.schedule(spec, counted(&fired));
+        (void)svc.schedule(spec, counted(&fired));
     } catch (const tickwheel::error &e) {
         threw = e.code() == TW_SHARD_OUT_OF_RANGE;
     }
     CHECK(threw && live_callables == 0);
     threw = false;
     try {
-        svc.start_periodic(0ms, [] {});
+        (void)svc.start_periodic(0ms, [] {});
     } catch (const tickwheel::error &e) {
         threw = e.code() == TW_INVALID_PERIOD;
     }
@@ -226,7 +226,7 @@ void test_service_goes_first() {
     CHECK(live_callables == 0 && t.stop() == stop_outcome::inactive);
     bool threw = false;
     try {
-        svc.start(1ms, [] {});
+        (void)svc.start(1ms, [] {});
     } catch (const tickwheel::error &e) {
         threw = e.code() == TW_SHUTDOWN;
     }
@@ -328,6 +328,105 @@ void test_threads_on_each_others_shards() {
                 cancelled.load(), kThreads);
 }
 
+// A clock the test moves by hand, for the time_point overloads.
+struct test_clock {
+    using rep = std::int64_t;
+    using period = std::nano;
+    using duration = std::chrono::nanoseconds;
+    using time_point = std::chrono::time_point<test_clock>;
+    static constexpr bool is_steady = true;
+    static inline std::int64_t now_ns = 0;
+    static time_point now() noexcept { return time_point(duration(now_ns)); }
+};
+
+void test_time_points() {
+    tickwheel::service svc(manual_config());
+    tickwheel::shard shard = svc.claim(0);
+    std::atomic<int> fired{0};
+    test_clock::now_ns = 7'000'000'000;
+
+    // 5 ms after the test clock's now: the service fires it 5 ms from its own.
+    tickwheel::timer t = svc.start(test_clock::now() + 5ms, counted(&fired));
+    CHECK(shard.next_deadline() == std::chrono::nanoseconds(5ms));
+    test_clock::now_ns += 1'000'000;
+    CHECK(t.restart(test_clock::now() + 7ms) == restart_outcome::moved);
+    CHECK(shard.next_deadline() == std::chrono::nanoseconds(7ms));
+    // A fractional deadline rounds up (2.5 ms: due at tick 3).
+    auto fractional = test_clock::now() + std::chrono::duration<double, std::milli>(2.5);
+    CHECK(t.restart(fractional) == restart_outcome::moved);
+    CHECK(shard.next_deadline() == std::chrono::nanoseconds(3ms));
+    svc.advance_clock(3ms);
+    CHECK(shard.poll() == 1 && fired == 1);
+
+    // A deadline already past is a zero delay: due at the next tick.
+    tickwheel::timer late = svc.start(test_clock::now() - 1s, counted(&fired));
+    CHECK(shard.next_deadline() == std::chrono::nanoseconds(1ms));
+    svc.advance_clock(1ms);
+    CHECK(shard.poll() == 1 && fired == 2);
+    CHECK(late.restart(test_clock::now() - 1h) == restart_outcome::rearmed);
+    CHECK(shard.next_deadline() == std::chrono::nanoseconds(1ms));
+    svc.advance_clock(1ms);
+    CHECK(shard.poll() == 1 && fired == 3);
+
+    // The farthest time point (in hours, which overflow as nanoseconds)
+    // saturates instead of wrapping to the past.
+    tickwheel::timer far =
+        svc.start(std::chrono::time_point<test_clock, std::chrono::hours>::max(), counted(&fired));
+    auto far_deadline = shard.next_deadline();
+    CHECK(far.armed() && far_deadline && *far_deadline > std::chrono::hours(24 * 365 * 200));
+    CHECK(shard.poll() == 0 && fired == 3);
+    far.reset();
+
+    // A real clock: the delay is measured against its now() (200 ms, less
+    // the few microseconds between the two now() calls).
+    tickwheel::timer wall = svc.start(std::chrono::system_clock::now() + 200ms, counted(&fired));
+    svc.advance_clock(150ms);
+    CHECK(shard.poll() == 0 && fired == 3);
+    svc.advance_clock(50ms);
+    CHECK(shard.poll() == 1 && fired == 4);
+}
+
+void test_negative_durations_are_refused() {
+    tickwheel::service svc(manual_config());
+    tickwheel::shard shard = svc.claim(0);
+    std::atomic<int> fired{0};
+    auto refused = [](auto &&call) {
+        try {
+            call();
+        } catch (const tickwheel::error &e) {
+            return e.code() == TW_INVALID_ARGUMENT;
+        }
+        return false;
+    };
+    CHECK(refused([&] { (void)svc.start(-1ms, counted(&fired)); }));
+    CHECK(refused([&] { (void)svc.start(-1ns, counted(&fired)); }));
+    CHECK(refused([&] { (void)svc.start_periodic(-2ms, counted(&fired)); }));
+    CHECK(refused([&] { (void)svc.start_within(-2ms, 1ms, counted(&fired)); }));
+    CHECK(refused([&] { (void)svc.start_within(1ms, -2ms, counted(&fired)); }));
+    CHECK(refused([&] { svc.advance_clock(-1ms); }));
+    CHECK(refused([&] {
+        tickwheel::config cfg = manual_config();
+        cfg.tick = -1ms;
+        tickwheel::service bad(cfg);
+    }));
+    CHECK(live_callables == 0 && fired == 0);
+
+    // restart: nothing changes, and the status overload says why.
+    tickwheel::timer t = svc.start(4ms, counted(&fired));
+    CHECK(!t.restart(-1ms));
+    tw_result status = TW_OK;
+    CHECK(!t.restart(-1ms, status) && status == TW_INVALID_ARGUMENT);
+    CHECK(t.armed() && shard.next_deadline() == std::chrono::nanoseconds(4ms));
+
+    // The status overloads exist with exceptions too, and do not throw.
+    tickwheel::timer u = svc.start(-1ms, counted(&fired), status);
+    CHECK(!u && status == TW_INVALID_ARGUMENT && live_callables == 1);
+    u = svc.start(1ms, counted(&fired), status);
+    CHECK(u && status == TW_OK);
+    tickwheel::timer none;
+    CHECK(!none.restart(1ms, status) && status == TW_STALE_HANDLE);
+}
+
 } // namespace
 
 int main() {
@@ -336,6 +435,8 @@ int main() {
     test_service_goes_first();
     test_driver_threads_and_wake();
     test_threads_on_each_others_shards();
+    test_time_points();
+    test_negative_durations_are_refused();
     CHECK(live_callables == 0);
     std::printf("test_cpp: all tests passed\n");
     return 0;

@@ -26,6 +26,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifndef TW_MUST_USE
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define TW_MUST_USE [[nodiscard]]
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L
+#define TW_MUST_USE [[nodiscard]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define TW_MUST_USE __attribute__((warn_unused_result))
+#else
+#define TW_MUST_USE
+#endif
+#endif
 
 
 /**
@@ -419,7 +430,7 @@ extern "C" {
  *
  * Thread safety: may be called from any thread.
  */
-const char *tw_result_str(uint32_t result);
+TW_MUST_USE const char *tw_result_str(uint32_t result);
 
 /**
  * A one-line English description of a result code, as a static
@@ -427,7 +438,7 @@ const char *tw_result_str(uint32_t result);
  *
  * Thread safety: may be called from any thread.
  */
-const char *tw_result_describe(uint32_t result);
+TW_MUST_USE const char *tw_result_describe(uint32_t result);
 
 /**
  * Creates a timer service and writes it to `*service_out`.
@@ -448,7 +459,9 @@ const char *tw_result_describe(uint32_t result);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_service_new(const struct tw_service_config *config, struct tw_service **service_out);
+TW_MUST_USE
+tw_result tw_service_new(const struct tw_service_config *config,
+                         struct tw_service **service_out);
 
 /**
  * Shuts the service down and frees it. `NULL` does nothing.
@@ -488,7 +501,7 @@ void tw_service_free(struct tw_service *service);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_service_shutdown(const struct tw_service *service);
+TW_MUST_USE tw_result tw_service_shutdown(const struct tw_service *service);
 
 /**
  * Writes the number of shards to `*count_out`.
@@ -501,7 +514,7 @@ tw_result tw_service_shutdown(const struct tw_service *service);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_service_shard_count(const struct tw_service *service, size_t *count_out);
+TW_MUST_USE tw_result tw_service_shard_count(const struct tw_service *service, size_t *count_out);
 
 /**
  * Writes the tick length in nanoseconds to `*tick_ns_out`.
@@ -514,7 +527,7 @@ tw_result tw_service_shard_count(const struct tw_service *service, size_t *count
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_service_tick_ns(const struct tw_service *service, uint64_t *tick_ns_out);
+TW_MUST_USE tw_result tw_service_tick_ns(const struct tw_service *service, uint64_t *tick_ns_out);
 
 /**
  * Moves a manual clock (`TW_SERVICE_MANUAL_CLOCK`) forward by `ns`
@@ -531,7 +544,7 @@ tw_result tw_service_tick_ns(const struct tw_service *service, uint64_t *tick_ns
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_service_advance_clock(const struct tw_service *service, uint64_t ns);
+TW_MUST_USE tw_result tw_service_advance_clock(const struct tw_service *service, uint64_t ns);
 
 /**
  * Claims shard `index` of an embedded service (`TW_SERVICE_EMBEDDED`) for
@@ -553,6 +566,7 @@ tw_result tw_service_advance_clock(const struct tw_service *service, uint64_t ns
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_shard_claim(const struct tw_service *service,
                          size_t index,
                          struct tw_shard **shard_out);
@@ -575,7 +589,7 @@ tw_result tw_shard_claim(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_shard_release(struct tw_shard *shard);
+TW_MUST_USE tw_result tw_shard_release(struct tw_shard *shard);
 
 /**
  * Fires every timer of this shard that is due by now, running their
@@ -594,7 +608,7 @@ tw_result tw_shard_release(struct tw_shard *shard);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_shard_poll(const struct tw_shard *shard, size_t *fired_out);
+TW_MUST_USE tw_result tw_shard_poll(const struct tw_shard *shard, size_t *fired_out);
 
 /**
  * Writes the nanoseconds until this shard's earliest armed timer is due to
@@ -614,7 +628,7 @@ tw_result tw_shard_poll(const struct tw_shard *shard, size_t *fired_out);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_shard_next_deadline_ns(const struct tw_shard *shard, uint64_t *ns_out);
+TW_MUST_USE tw_result tw_shard_next_deadline_ns(const struct tw_shard *shard, uint64_t *ns_out);
 
 /**
  * As `tw_shard_next_deadline_ns`, in the form `epoll_wait` and `poll` take:
@@ -629,7 +643,7 @@ tw_result tw_shard_next_deadline_ns(const struct tw_shard *shard, uint64_t *ns_o
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_shard_next_timeout_ms(const struct tw_shard *shard, int *ms_out);
+TW_MUST_USE tw_result tw_shard_next_timeout_ms(const struct tw_shard *shard, int *ms_out);
 
 /**
  * Writes the shard's index to `*index_out`.
@@ -642,7 +656,7 @@ tw_result tw_shard_next_timeout_ms(const struct tw_shard *shard, int *ms_out);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_shard_index(const struct tw_shard *shard, size_t *index_out);
+TW_MUST_USE tw_result tw_shard_index(const struct tw_shard *shard, size_t *index_out);
 
 /**
  * Starts a one-shot timer: `callback(ctx, expiry)` runs once, `delay_ns`
@@ -668,6 +682,7 @@ tw_result tw_shard_index(const struct tw_shard *shard, size_t *index_out);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_timer_start(const struct tw_service *service,
                          uint64_t delay_ns,
                          tw_callback callback,
@@ -688,6 +703,7 @@ tw_result tw_timer_start(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_timer_start_periodic(const struct tw_service *service,
                                   uint64_t period_ns,
                                   tw_callback callback,
@@ -708,6 +724,7 @@ tw_result tw_timer_start_periodic(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_timer_start_within(const struct tw_service *service,
                                 uint64_t earliest_ns,
                                 uint64_t latest_ns,
@@ -737,6 +754,7 @@ tw_result tw_timer_start_within(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_timer_schedule(const struct tw_service *service,
                             const struct tw_timer_spec *spec,
                             tw_callback callback,
@@ -764,7 +782,10 @@ tw_result tw_timer_schedule(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_timer_stop(const struct tw_service *service, uint64_t timer, tw_stop *outcome_out);
+TW_MUST_USE
+tw_result tw_timer_stop(const struct tw_service *service,
+                        uint64_t timer,
+                        tw_stop *outcome_out);
 
 /**
  * Disarms a timer and waits until its callback is not running on any
@@ -787,6 +808,7 @@ tw_result tw_timer_stop(const struct tw_service *service, uint64_t timer, tw_sto
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_timer_stop_sync(const struct tw_service *service,
                              uint64_t timer,
                              tw_stop_sync *outcome_out);
@@ -810,6 +832,7 @@ tw_result tw_timer_stop_sync(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_timer_restart(const struct tw_service *service,
                            uint64_t timer,
                            uint64_t delay_ns,
@@ -828,7 +851,10 @@ tw_result tw_timer_restart(const struct tw_service *service,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_timer_is_armed(const struct tw_service *service, uint64_t timer, bool *armed_out);
+TW_MUST_USE
+tw_result tw_timer_is_armed(const struct tw_service *service,
+                            uint64_t timer,
+                            bool *armed_out);
 
 /**
  * Gives the handle up: disarms the timer if it is armed, and lets the
@@ -846,7 +872,7 @@ tw_result tw_timer_is_armed(const struct tw_service *service, uint64_t timer, bo
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_timer_free(const struct tw_service *service, uint64_t timer);
+TW_MUST_USE tw_result tw_timer_free(const struct tw_service *service, uint64_t timer);
 
 /**
  * Gives the handle up without stopping the timer: a one-shot timer still
@@ -861,7 +887,7 @@ tw_result tw_timer_free(const struct tw_service *service, uint64_t timer);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_timer_forget(const struct tw_service *service, uint64_t timer);
+TW_MUST_USE tw_result tw_timer_forget(const struct tw_service *service, uint64_t timer);
 
 /**
  * Creates an empty wheel whose time is `start_tick` and writes it to
@@ -875,7 +901,7 @@ tw_result tw_timer_forget(const struct tw_service *service, uint64_t timer);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_wheel_new(uint64_t start_tick, struct tw_wheel **wheel_out);
+TW_MUST_USE tw_result tw_wheel_new(uint64_t start_tick, struct tw_wheel **wheel_out);
 
 /**
  * Frees the wheel. `NULL` does nothing. Payloads still armed are not
@@ -905,6 +931,7 @@ void tw_wheel_free(struct tw_wheel *wheel);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_wheel_schedule(const struct tw_wheel *wheel,
                             uint64_t deadline_tick,
                             void *payload,
@@ -925,6 +952,7 @@ tw_result tw_wheel_schedule(const struct tw_wheel *wheel,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_wheel_schedule_in_range(const struct tw_wheel *wheel,
                                      uint64_t earliest_tick,
                                      uint64_t latest_tick,
@@ -943,7 +971,10 @@ tw_result tw_wheel_schedule_in_range(const struct tw_wheel *wheel,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_wheel_reschedule(const struct tw_wheel *wheel, uint64_t key, uint64_t deadline_tick);
+TW_MUST_USE
+tw_result tw_wheel_reschedule(const struct tw_wheel *wheel,
+                              uint64_t key,
+                              uint64_t deadline_tick);
 
 /**
  * Disarms a timer and writes its payload to `*payload_out` (may be NULL).
@@ -958,7 +989,10 @@ tw_result tw_wheel_reschedule(const struct tw_wheel *wheel, uint64_t key, uint64
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_wheel_cancel(const struct tw_wheel *wheel, uint64_t key, void **payload_out);
+TW_MUST_USE
+tw_result tw_wheel_cancel(const struct tw_wheel *wheel,
+                          uint64_t key,
+                          void **payload_out);
 
 /**
  * Advances the wheel's time to `target_tick`, calling `callback(ctx, key,
@@ -980,6 +1014,7 @@ tw_result tw_wheel_cancel(const struct tw_wheel *wheel, uint64_t key, void **pay
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_wheel_advance(const struct tw_wheel *wheel,
                            uint64_t target_tick,
                            size_t max,
@@ -1001,7 +1036,10 @@ tw_result tw_wheel_advance(const struct tw_wheel *wheel,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_wheel_clear(const struct tw_wheel *wheel, tw_wheel_expired_fn callback, void *ctx);
+TW_MUST_USE
+tw_result tw_wheel_clear(const struct tw_wheel *wheel,
+                         tw_wheel_expired_fn callback,
+                         void *ctx);
 
 /**
  * Writes the number of ticks from now until the next timer is due, at
@@ -1016,6 +1054,7 @@ tw_result tw_wheel_clear(const struct tw_wheel *wheel, tw_wheel_expired_fn callb
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
+TW_MUST_USE
 tw_result tw_wheel_ticks_to_next_event(const struct tw_wheel *wheel,
                                        uint64_t cap,
                                        uint64_t *ticks_out);
@@ -1032,7 +1071,7 @@ tw_result tw_wheel_ticks_to_next_event(const struct tw_wheel *wheel,
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_wheel_now(const struct tw_wheel *wheel, uint64_t *tick_out);
+TW_MUST_USE tw_result tw_wheel_now(const struct tw_wheel *wheel, uint64_t *tick_out);
 
 /**
  * Writes the number of armed timers to `*len_out`.
@@ -1045,7 +1084,7 @@ tw_result tw_wheel_now(const struct tw_wheel *wheel, uint64_t *tick_out);
  * output writable. Callbacks must be valid functions that never unwind,
  * with contexts that stay valid as long as described above.
  */
-tw_result tw_wheel_len(const struct tw_wheel *wheel, size_t *len_out);
+TW_MUST_USE tw_result tw_wheel_len(const struct tw_wheel *wheel, size_t *len_out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -144,9 +144,85 @@ fn c_threads_on_each_others_shards() {
     assert!(out.contains("started 24000"), "{out}");
 }
 
+/// Compiles `source` with `flags` (which include -Werror) and returns the
+/// compiler's stderr; the compilation must fail.
+fn compile_fails(compiler: &str, flags: &[&str], source: &str) -> String {
+    let result = Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(root().join("include"))
+        .args(["-c", "-o", "/dev/null"])
+        .arg(root().join("ffi-tests").join(source))
+        .output()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
+    assert!(
+        !result.status.success(),
+        "{compiler} accepted {source}, which must not compile:\n{stderr}"
+    );
+    stderr
+}
+
+/// Every C function that returns something is TW_MUST_USE: ignoring a
+/// tw_result is a warning (an error under -Werror) in C11 (GCC's
+/// warn_unused_result) and in C++17 ([[nodiscard]]); so is discarding the
+/// `timer` that the C++ wrapper's `service::start` returns.
+#[test]
+fn ignoring_a_result_does_not_compile() {
+    let c = compile_fails("gcc", C_FLAGS, "ignored_result.c");
+    assert!(
+        c.contains("tw_timer_stop") && c.contains("warn_unused_result"),
+        "{c}"
+    );
+    let mut cxx_flags = vec!["-x", "c++"];
+    cxx_flags.extend_from_slice(CXX_FLAGS);
+    let cxx = compile_fails("g++", &cxx_flags, "ignored_result.c");
+    assert!(
+        cxx.contains("tw_timer_stop") && cxx.contains("nodiscard"),
+        "{cxx}"
+    );
+    // The C++ wrapper: a discarded `timer` would stop at once.
+    let timer = compile_fails("g++", CXX_FLAGS, "ignored_timer.cpp");
+    assert!(
+        timer.contains("service::start") && timer.contains("nodiscard"),
+        "{timer}"
+    );
+}
+
 #[test]
 fn cpp_wrapper() {
     let program = compile("g++", CXX_FLAGS, "test_cpp.cpp", "test_cpp", &static_link());
+    run(&program, &[]);
+}
+
+/// Destroying a timer's owner (or resetting the timer) while its callback
+/// runs waits for the callback; destroying the service while callbacks use
+/// their timers is safe (ffi-tests/run.sh runs it under ASan and TSan too).
+#[test]
+fn cpp_wrapper_lifetimes() {
+    let program = compile(
+        "g++",
+        CXX_FLAGS,
+        "test_cpp_lifetime.cpp",
+        "test_cpp_lifetime",
+        &static_link(),
+    );
+    let out = run(&program, &[]);
+    assert!(out.contains("4 tests passed"), "{out}");
+}
+
+/// The wrapper's `tw_result &status` API, built with -fno-exceptions.
+#[test]
+fn cpp_wrapper_without_exceptions() {
+    let mut flags = CXX_FLAGS.to_vec();
+    flags.push("-fno-exceptions");
+    let program = compile(
+        "g++",
+        &flags,
+        "test_cpp_noexcept.cpp",
+        "test_cpp_noexcept",
+        &static_link(),
+    );
     run(&program, &[]);
 }
 

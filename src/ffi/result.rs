@@ -144,6 +144,7 @@ fn entry(result: u32) -> Option<&'static (tw_result, &'static CStr, &'static CSt
 /// Takes a plain `uint32_t` so that any number is a valid argument.
 ///
 /// Thread safety: may be called from any thread.
+#[must_use]
 #[no_mangle]
 pub extern "C" fn tw_result_str(result: u32) -> *const c_char {
     let name = std::panic::catch_unwind(|| entry(result).map_or(c"TW_UNKNOWN", |e| e.1));
@@ -154,6 +155,7 @@ pub extern "C" fn tw_result_str(result: u32) -> *const c_char {
 /// NUL-terminated string. Never returns NULL.
 ///
 /// Thread safety: may be called from any thread.
+#[must_use]
 #[no_mangle]
 pub extern "C" fn tw_result_describe(result: u32) -> *const c_char {
     let text = std::panic::catch_unwind(|| {

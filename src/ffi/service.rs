@@ -84,6 +84,7 @@ pub struct tw_service {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_new(
     config: *const tw_service_config,
@@ -193,6 +194,7 @@ pub unsafe extern "C" fn tw_service_free(service: *mut tw_service) {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_shutdown(service: *const tw_service) -> tw_result {
     boundary(|| {
@@ -211,6 +213,7 @@ pub unsafe extern "C" fn tw_service_shutdown(service: *const tw_service) -> tw_r
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_shard_count(
     service: *const tw_service,
@@ -235,6 +238,7 @@ pub unsafe extern "C" fn tw_service_shard_count(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_tick_ns(
     service: *const tw_service,
@@ -264,6 +268,7 @@ pub unsafe extern "C" fn tw_service_tick_ns(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_advance_clock(
     service: *const tw_service,

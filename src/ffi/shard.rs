@@ -74,6 +74,7 @@ impl tw_shard {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_claim(
     service: *const tw_service,
@@ -112,6 +113,7 @@ pub unsafe extern "C" fn tw_shard_claim(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_release(shard: *mut tw_shard) -> tw_result {
     boundary(|| {
@@ -145,6 +147,7 @@ pub unsafe extern "C" fn tw_shard_release(shard: *mut tw_shard) -> tw_result {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_poll(shard: *const tw_shard, fired_out: *mut usize) -> tw_result {
     boundary(|| {
@@ -174,6 +177,7 @@ pub unsafe extern "C" fn tw_shard_poll(shard: *const tw_shard, fired_out: *mut u
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_next_deadline_ns(
     shard: *const tw_shard,
@@ -204,6 +208,7 @@ pub unsafe extern "C" fn tw_shard_next_deadline_ns(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_next_timeout_ms(
     shard: *const tw_shard,
@@ -236,6 +241,7 @@ pub unsafe extern "C" fn tw_shard_next_timeout_ms(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_index(
     shard: *const tw_shard,

@@ -233,6 +233,7 @@ fn callback(call: tw_callback, ctx: *mut c_void, free: tw_ctx_free_fn) -> CCallb
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_start(
     service: *const tw_service,
@@ -262,6 +263,7 @@ pub unsafe extern "C" fn tw_timer_start(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_start_periodic(
     service: *const tw_service,
@@ -292,6 +294,7 @@ pub unsafe extern "C" fn tw_timer_start_periodic(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_start_within(
     service: *const tw_service,
@@ -358,6 +361,7 @@ fn spec_from(spec: &tw_timer_spec) -> Result<TimerSpec, tw_result> {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_schedule(
     service: *const tw_service,
@@ -402,6 +406,7 @@ fn live(service: &tw_service, timer: u64) -> Result<TimerId, tw_result> {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_stop(
     service: *const tw_service,
@@ -447,6 +452,7 @@ pub unsafe extern "C" fn tw_timer_stop(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_stop_sync(
     service: *const tw_service,
@@ -490,6 +496,7 @@ pub unsafe extern "C" fn tw_timer_stop_sync(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_restart(
     service: *const tw_service,
@@ -530,6 +537,7 @@ pub unsafe extern "C" fn tw_timer_restart(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_is_armed(
     service: *const tw_service,
@@ -565,6 +573,7 @@ pub unsafe extern "C" fn tw_timer_is_armed(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_free(service: *const tw_service, timer: u64) -> tw_result {
     boundary(|| {
@@ -587,6 +596,7 @@ pub unsafe extern "C" fn tw_timer_free(service: *const tw_service, timer: u64) -
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_forget(service: *const tw_service, timer: u64) -> tw_result {
     boundary(|| {

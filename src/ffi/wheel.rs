@@ -89,6 +89,7 @@ pub type tw_wheel_expired_fn = Option<
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_new(start_tick: u64, wheel_out: *mut *mut tw_wheel) -> tw_result {
     boundary(|| {
@@ -140,6 +141,7 @@ pub unsafe extern "C" fn tw_wheel_free(wheel: *mut tw_wheel) {
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_schedule(
     wheel: *const tw_wheel,
@@ -171,6 +173,7 @@ pub unsafe extern "C" fn tw_wheel_schedule(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_schedule_in_range(
     wheel: *const tw_wheel,
@@ -200,6 +203,7 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_reschedule(
     wheel: *const tw_wheel,
@@ -225,6 +229,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_cancel(
     wheel: *const tw_wheel,
@@ -262,6 +267,7 @@ pub unsafe extern "C" fn tw_wheel_cancel(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_advance(
     wheel: *const tw_wheel,
@@ -326,6 +332,7 @@ pub unsafe extern "C" fn tw_wheel_advance(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_clear(
     wheel: *const tw_wheel,
@@ -363,6 +370,7 @@ pub unsafe extern "C" fn tw_wheel_clear(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_ticks_to_next_event(
     wheel: *const tw_wheel,
@@ -390,6 +398,7 @@ pub unsafe extern "C" fn tw_wheel_ticks_to_next_event(
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_now(wheel: *const tw_wheel, tick_out: *mut u64) -> tw_result {
     boundary(|| {
@@ -412,6 +421,7 @@ pub unsafe extern "C" fn tw_wheel_now(wheel: *const tw_wheel, tick_out: *mut u64
 /// its `_new` or `_claim` function and not yet freed, an input readable, an
 /// output writable. Callbacks must be valid functions that never unwind,
 /// with contexts that stay valid as long as described above.
+#[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_len(wheel: *const tw_wheel, len_out: *mut usize) -> tw_result {
     boundary(|| {
