@@ -193,6 +193,8 @@ impl Builder {
             shards: (0..shards).map(|_| Shard::new()).collect(),
             clock: ServiceClock::new(self.clock),
             tick_nanos: self.tick.as_nanos() as u64,
+            ticks: super::clock::TickDivisor::new(self.tick.as_nanos() as u64),
+            last_tick: u64::MAX / self.tick.as_nanos() as u64,
             config: Config {
                 driver: self.driver,
                 panic_hook: self.panic_hook,

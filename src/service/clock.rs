@@ -166,3 +166,98 @@ mod tests {
         assert_eq!(never_backwards(40, &AtomicU64::new(0)), 40);
     }
 }
+
+/// Nanoseconds to ticks without a division instruction: every START turns
+/// its deadline into ticks, and a 64-bit division is the slowest arithmetic
+/// on that path (tens of cycles), so the service divides by its fixed tick
+/// length with a precomputed reciprocal instead.
+///
+/// `magic = ceil(2^64 / tick)`. For any `n`, `n * magic / 2^64` is
+/// `n / tick + n * e / (tick * 2^64)` with `e = magic * tick - 2^64` in
+/// `0..tick`, so the error term is below `n / 2^64 < 1`: the estimate is
+/// the true quotient or one more, and one multiply-and-compare settles which.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TickDivisor {
+    tick: u64,
+    magic: u64,
+}
+
+impl TickDivisor {
+    /// `tick` must be at least 2 (the service's is at least 10 µs).
+    pub(crate) fn new(tick: u64) -> Self {
+        assert!(tick >= 2, "tick of at least 2 ns");
+        let magic = (1u128 << 64).div_ceil(u128::from(tick));
+        TickDivisor {
+            tick,
+            magic: magic as u64,
+        }
+    }
+
+    /// `n / tick`, rounded down.
+    #[inline]
+    pub(crate) fn floor(self, n: u64) -> u64 {
+        let estimate = ((u128::from(n) * u128::from(self.magic)) >> 64) as u64;
+        if u128::from(estimate) * u128::from(self.tick) > u128::from(n) {
+            estimate - 1
+        } else {
+            estimate
+        }
+    }
+
+    /// `n / tick`, rounded up.
+    #[inline]
+    pub(crate) fn ceil(self, n: u64) -> u64 {
+        let quotient = self.floor(n);
+        quotient + u64::from(quotient.wrapping_mul(self.tick) != n)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod divisor_tests {
+    use super::TickDivisor;
+
+    #[test]
+    fn the_reciprocal_divides_exactly() {
+        let ticks = [
+            2,
+            3,
+            7,
+            10_000,
+            1_000_000,
+            999_983,
+            1 << 20,
+            3_600_000_000_000,
+        ];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for &tick in &ticks {
+            let divisor = TickDivisor::new(tick);
+            let check = |n: u64| {
+                assert_eq!(divisor.floor(n), n / tick, "{n} / {tick}");
+                assert_eq!(divisor.ceil(n), n.div_ceil(tick), "ceil {n} / {tick}");
+            };
+            for n in [
+                0,
+                1,
+                tick - 1,
+                tick,
+                tick + 1,
+                u64::MAX,
+                u64::MAX - 1,
+                u64::MAX - tick,
+            ] {
+                check(n);
+            }
+            for k in [1u64, 2, 1000, u64::MAX / tick] {
+                check(k * tick);
+                check(k * tick - 1);
+            }
+            for _ in 0..100_000 {
+                // xorshift: values of every magnitude.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                check(x >> (x % 64));
+            }
+        }
+    }
+}

@@ -152,6 +152,10 @@ pub(crate) struct Inner {
     pub(crate) shards: Box<[Shard]>,
     pub(crate) clock: ServiceClock,
     pub(crate) tick_nanos: u64,
+    /// Divides by `tick_nanos` (see `clock::TickDivisor`).
+    ticks: clock::TickDivisor,
+    /// The last tick the clock can reach: `u64::MAX / tick_nanos`.
+    last_tick: u64,
     pub(crate) config: Config,
     shut_down: AtomicBool,
     spread: AtomicUsize,
@@ -310,15 +314,13 @@ impl Inner {
     /// tick at all and never fires; the service_ops fuzz target ran into
     /// that case, see RELIABILITY.md.)
     fn ticks_ceil(&self, nanos: u64) -> u64 {
-        nanos
-            .div_ceil(self.tick_nanos)
-            .min(u64::MAX / self.tick_nanos)
+        self.ticks.ceil(nanos).min(self.last_tick)
     }
 
     /// The tick the clock is in now (rounding down: tick `k` is processed
     /// once `k * tick` has passed).
     pub(crate) fn current_tick(&self, shard: usize) -> u64 {
-        self.now_nanos(shard) / self.tick_nanos
+        self.ticks.floor(self.now_nanos(shard))
     }
 
     /// The clock as shard `shard` sees it (never backwards for that shard).
@@ -403,7 +405,7 @@ impl Inner {
                 let first = self.ticks_ceil(now.saturating_add(duration_nanos(earliest)));
                 // The window's last tick must not be after `now + latest`.
                 let last =
-                    (now.saturating_add(duration_nanos(latest)) / self.tick_nanos).max(first);
+                    (self.ticks.floor(now.saturating_add(duration_nanos(latest)))).max(first);
                 crate::wheel::roundest_tick_in(first, last)
             }
         };
