@@ -502,8 +502,13 @@ fn owner_loop(
         if done(guard) {
             break;
         }
+        // `next_deadline` takes in waiting messages before it publishes the
+        // sleep, so the work may be done now.
         let sleep = guard.next_deadline();
         published += 1;
+        if done(guard) {
+            break;
+        }
         if sleep != Some(Duration::ZERO) {
             // Nothing moves the manual clock: only a wake ends this sleep.
             thread::park();
