@@ -1,0 +1,690 @@
+//! Lateness under churn (issue 11): do timers fire on time while other threads
+//! start and stop timers as fast as they can?
+//!
+//! ```sh
+//! cargo run --release --example churn_lateness -- [--impl tickwheel|tokio|both] \
+//!     [--timers 200000] [--seconds 12] [--arm-threads 4] [--churn-threads 4] \
+//!     [--drain 3] [--tokio-workers N] [--churn-batch 256]
+//! ```
+//!
+//! The scenario, the same for both implementations:
+//!
+//! * `--arm-threads` threads arm `--timers` measured timers between them,
+//!   paced evenly over the first `seconds - 3` seconds (at least 1 s), each
+//!   due 1 to 2000 ms after it is armed, so every deadline falls before the
+//!   churn ends. Each timer's intended deadline is an `Instant`.
+//! * Meanwhile `--churn-threads` threads start timers (1 to 2000 ms) and stop
+//!   them at once, flat out, for `--seconds` seconds.
+//! * A measured timer's lateness is the `Instant` read first thing in its
+//!   callback minus its intended deadline: the real clock, not the timer's
+//!   own idea of time. Timers not fired by the end are reported as unfired,
+//!   with the lower bound of their lateness.
+//! * After the churn stops, up to `--drain` seconds more for the rest to fire;
+//!   then the program reports and exits, whether or not they did. Total run
+//!   time is at most `seconds + drain` plus shutdown.
+//!
+//! tickwheel: a `TimerService` with `Driver::Threads` (one shard per core);
+//! arming threads and churn threads own no shard, so every operation goes
+//! through a shard's intake. Measured timers use `TimerSpec::at(deadline)`
+//! and `Timer::forget`; churn is `start` + `Timer::cancel`. Also printed:
+//! `stats()` lateness beside the external figures (the issue wants them
+//! within 10 %), and the arena (`stats().slots`) against the peak of live
+//! timers.
+//!
+//! tokio: a multi-thread runtime (`--tokio-workers`, default one per core).
+//! Each measured timer is a task doing `sleep_until(deadline).await` and then
+//! recording, spawned by the arming threads through a `Handle`. Churn is
+//! `--churn-threads` tasks, each inside `tokio::task::unconstrained`, doing
+//! `sleep(delay)` + first poll + drop in a loop and yielding to the runtime
+//! after every `--churn-batch` pairs (a task that never yields would hold a
+//! worker thread for ever, and there are more churn tasks than workers).
+//!
+//! RSS is read from `/proc/self/status` (`VmHWM`, `VmRSS`; Linux only);
+//! the peak is reset (`/proc/self/clear_refs`) before each implementation,
+//! so `--impl both` reports each on its own.
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use tickwheel::{Driver, Stats, TimerService, TimerSpec};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Impl {
+    Tickwheel,
+    Tokio,
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    impls: Vec<Impl>,
+    timers: usize,
+    seconds: f64,
+    arm_threads: usize,
+    churn_threads: usize,
+    drain: f64,
+    tokio_workers: usize,
+    churn_batch: usize,
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("churn_lateness: {problem}");
+    eprintln!(
+        "usage: churn_lateness [--impl tickwheel|tokio|both] [--timers N] [--seconds S] \
+         [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N]"
+    );
+    std::process::exit(2);
+}
+
+fn parse_args() -> Config {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut config = Config {
+        impls: vec![Impl::Tickwheel, Impl::Tokio],
+        timers: 200_000,
+        seconds: 12.0,
+        arm_threads: 4,
+        churn_threads: 4,
+        drain: 3.0,
+        tokio_workers: cores,
+        churn_batch: 256,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
+        };
+        fn number<T: std::str::FromStr>(flag: &str, text: &str) -> T {
+            text.parse()
+                .unwrap_or_else(|_| usage(&format!("{flag}: not a number: {text:?}")))
+        }
+        match flag.as_str() {
+            "--impl" => {
+                config.impls = match value().as_str() {
+                    "tickwheel" => vec![Impl::Tickwheel],
+                    "tokio" => vec![Impl::Tokio],
+                    "both" => vec![Impl::Tickwheel, Impl::Tokio],
+                    other => usage(&format!("--impl: unknown implementation {other:?}")),
+                }
+            }
+            "--timers" => config.timers = number(&flag, &value()),
+            "--seconds" => config.seconds = number(&flag, &value()),
+            "--arm-threads" => config.arm_threads = number(&flag, &value()),
+            "--churn-threads" => config.churn_threads = number(&flag, &value()),
+            "--drain" => config.drain = number(&flag, &value()),
+            "--tokio-workers" => config.tokio_workers = number(&flag, &value()),
+            "--churn-batch" => config.churn_batch = number(&flag, &value()),
+            "-h" | "--help" => usage("help"),
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    if config.timers == 0 || config.timers > u32::MAX as usize {
+        usage("--timers must be between 1 and 2^32 - 1");
+    }
+    if !(config.seconds >= 1.0 && config.seconds <= 3600.0) {
+        usage("--seconds must be between 1 and 3600");
+    }
+    if !(config.drain >= 0.0 && config.drain <= 3600.0) {
+        usage("--drain must be between 0 and 3600");
+    }
+    if config.arm_threads == 0 || config.tokio_workers == 0 || config.churn_batch == 0 {
+        usage("--arm-threads, --tokio-workers and --churn-batch must be at least 1");
+    }
+    config
+}
+
+/// xorshift64*.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        ((u128::from(self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)) * u128::from(n)) >> 64) as u64
+    }
+    /// 1 to 2000 ms.
+    fn delay(&mut self) -> Duration {
+        Duration::from_millis(1 + self.below(2000))
+    }
+}
+
+/// Not fired (yet).
+const UNFIRED: i64 = i64::MIN;
+/// Not armed.
+const UNARMED: u64 = u64::MAX;
+
+/// What the measured timers did, written by their callbacks.
+struct Record {
+    t0: Instant,
+    /// Intended deadline, ns after `t0`.
+    deadline: Vec<AtomicU64>,
+    /// Callback start minus intended deadline, ns (negative: early).
+    lateness: Vec<AtomicI64>,
+    armed: AtomicU64,
+    fired: AtomicU64,
+    /// Churn timers whose callback ran (each is stopped right after its start,
+    /// so this should stay near 0).
+    churn_fired: AtomicU64,
+    churn_pairs: AtomicU64,
+    stop_arming: AtomicBool,
+    stop_churn: AtomicBool,
+}
+
+impl Record {
+    fn new(timers: usize) -> Self {
+        Record {
+            t0: Instant::now(),
+            deadline: (0..timers).map(|_| AtomicU64::new(UNARMED)).collect(),
+            lateness: (0..timers).map(|_| AtomicI64::new(UNFIRED)).collect(),
+            armed: AtomicU64::new(0),
+            fired: AtomicU64::new(0),
+            churn_fired: AtomicU64::new(0),
+            churn_pairs: AtomicU64::new(0),
+            stop_arming: AtomicBool::new(false),
+            stop_churn: AtomicBool::new(false),
+        }
+    }
+
+    /// Called first thing in a measured timer's callback.
+    fn fire(&self, index: usize, deadline: Instant) {
+        let now = Instant::now();
+        let lateness = match now.checked_duration_since(deadline) {
+            Some(late) => late.as_nanos().min(i64::MAX as u128) as i64,
+            None => {
+                -(deadline
+                    .duration_since(now)
+                    .as_nanos()
+                    .min(i64::MAX as u128) as i64)
+            }
+        };
+        self.lateness[index].store(lateness, Ordering::Relaxed);
+        self.fired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records timer `index`'s deadline before it is armed.
+    fn arming(&self, index: usize, deadline: Instant) {
+        let offset = deadline.duration_since(self.t0).as_nanos() as u64;
+        self.deadline[index].store(offset, Ordering::Relaxed);
+        self.armed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn live(&self) -> u64 {
+        self.armed
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.fired.load(Ordering::Relaxed))
+    }
+}
+
+/// Arms this thread's share of the measured timers (indices `k`, `k + n`,
+/// ...), paced evenly over `window`, with `arm(index, deadline)`.
+fn arm_share(
+    record: &Record,
+    k: usize,
+    n: usize,
+    window: Duration,
+    mut arm: impl FnMut(usize, Instant),
+) {
+    let mine: Vec<usize> = (k..record.deadline.len()).step_by(n).collect();
+    let mut rng = Rng::new(k as u64 + 101);
+    let mut done = 0;
+    while done < mine.len() && !record.stop_arming.load(Ordering::Relaxed) {
+        let elapsed = record.t0.elapsed().as_secs_f64() / window.as_secs_f64();
+        let due = ((elapsed * mine.len() as f64).ceil() as usize).clamp(1, mine.len());
+        while done < due {
+            let index = mine[done];
+            let deadline = Instant::now() + rng.delay();
+            record.arming(index, deadline);
+            arm(index, deadline);
+            done += 1;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Peaks seen by the monitor thread every 20 ms.
+#[derive(Default, Debug, Clone, Copy)]
+struct Peaks {
+    live: u64,
+    stats_armed: u64,
+    rss_kib: u64,
+}
+
+fn proc_status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Resets `VmHWM` to the current RSS (Linux >= 4.0); best effort.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn monitor(
+    record: Arc<Record>,
+    stats: impl Fn() -> Option<Stats> + Send + 'static,
+    extra_live: u64,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Peaks> {
+    std::thread::spawn(move || {
+        let mut peaks = Peaks::default();
+        while !done.load(Ordering::Relaxed) {
+            peaks.live = peaks.live.max(record.live() + extra_live);
+            if let Some(stats) = stats() {
+                peaks.stats_armed = peaks.stats_armed.max(stats.armed);
+            }
+            if let Some(rss) = proc_status_kib("VmRSS:") {
+                peaks.rss_kib = peaks.rss_kib.max(rss);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peaks
+    })
+}
+
+/// Waits until every armed measured timer fired, or `limit` passed.
+fn drain(record: &Record, limit: Duration) -> Duration {
+    let begin = Instant::now();
+    while begin.elapsed() < limit
+        && record.fired.load(Ordering::Relaxed) < record.armed.load(Ordering::Relaxed)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    begin.elapsed()
+}
+
+fn arm_window(config: &Config) -> Duration {
+    Duration::from_secs_f64((config.seconds - 3.0).max(1.0))
+}
+
+// ---------------------------------------------------------------------------
+
+fn run_tickwheel(config: &Config) -> String {
+    reset_peak_rss();
+    let service = TimerService::builder()
+        .driver(Driver::Threads { pin: false })
+        .build()
+        .expect("build the service");
+    let record = Arc::new(Record::new(config.timers));
+    let done = Arc::new(AtomicBool::new(false));
+    let monitor = {
+        let service = service.clone();
+        monitor(
+            record.clone(),
+            move || Some(service.stats()),
+            config.churn_threads as u64,
+            done.clone(),
+        )
+    };
+    let window = arm_window(config);
+    let arming: Vec<_> = (0..config.arm_threads)
+        .map(|k| {
+            let (service, record, n) = (service.clone(), record.clone(), config.arm_threads);
+            std::thread::spawn(move || {
+                arm_share(&record.clone(), k, n, window, |index, deadline| {
+                    let record = record.clone();
+                    service
+                        .schedule(TimerSpec::at(deadline), move |_| {
+                            record.fire(index, deadline)
+                        })
+                        .expect("schedule a measured timer")
+                        .forget();
+                })
+            })
+        })
+        .collect();
+    let churn: Vec<_> = (0..config.churn_threads)
+        .map(|k| {
+            let (service, record) = (service.clone(), record.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(k as u64 + 1);
+                while !record.stop_churn.load(Ordering::Relaxed) {
+                    for _ in 0..256 {
+                        let counter = record.clone();
+                        let timer = service
+                            .start(rng.delay(), move |_| {
+                                counter.churn_fired.fetch_add(1, Ordering::Relaxed);
+                            })
+                            .expect("start a churn timer");
+                        timer.cancel();
+                    }
+                    record.churn_pairs.fetch_add(256, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let churn_end = Duration::from_secs_f64(config.seconds);
+    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
+    record.stop_arming.store(true, Ordering::Relaxed);
+    record.stop_churn.store(true, Ordering::Relaxed);
+    let churn_end = record.t0.elapsed();
+    for thread in churn.into_iter().chain(arming) {
+        thread.join().expect("a churn or arming thread panicked");
+    }
+    let drained = drain(&record, Duration::from_secs_f64(config.drain));
+    let stats = service.stats();
+    done.store(true, Ordering::Relaxed);
+    let peaks = monitor.join().expect("monitor");
+    let end = record.t0.elapsed();
+    let hwm = proc_status_kib("VmHWM:");
+    service.shutdown();
+    let title = format!(
+        "tickwheel: Driver::Threads, {} shards",
+        service.shard_count()
+    );
+    report(
+        config,
+        &title,
+        &record,
+        churn_end,
+        drained,
+        end,
+        peaks,
+        hwm,
+        Some(&stats),
+    )
+}
+
+/// Sleeps are registered by a poll; the churn never needs waking.
+struct NoopWake;
+
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+fn run_tokio(config: &Config) -> String {
+    reset_peak_rss();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.tokio_workers)
+        .enable_time()
+        .build()
+        .expect("build the runtime");
+    let record = Arc::new(Record::new(config.timers));
+    let done = Arc::new(AtomicBool::new(false));
+    let monitor = monitor(
+        record.clone(),
+        || None,
+        config.churn_threads as u64,
+        done.clone(),
+    );
+    let window = arm_window(config);
+    let arming: Vec<_> = (0..config.arm_threads)
+        .map(|k| {
+            let (handle, record, n) =
+                (runtime.handle().clone(), record.clone(), config.arm_threads);
+            std::thread::spawn(move || {
+                arm_share(&record.clone(), k, n, window, |index, deadline| {
+                    let record = record.clone();
+                    handle.spawn(async move {
+                        tokio::time::sleep_until(deadline.into()).await;
+                        record.fire(index, deadline);
+                    });
+                })
+            })
+        })
+        .collect();
+    let churn: Vec<_> = (0..config.churn_threads)
+        .map(|k| {
+            let record = record.clone();
+            let batch = config.churn_batch;
+            runtime.spawn(tokio::task::unconstrained(async move {
+                let mut rng = Rng::new(k as u64 + 1);
+                let waker = Waker::from(Arc::new(NoopWake));
+                while !record.stop_churn.load(Ordering::Relaxed) {
+                    for _ in 0..batch {
+                        let mut sleep = pin!(tokio::time::sleep(rng.delay()));
+                        // The first poll registers the sleep; dropping it
+                        // at the end of this iteration deregisters it.
+                        let mut cx = Context::from_waker(&waker);
+                        if sleep.as_mut().poll(&mut cx).is_ready() {
+                            record.churn_fired.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    record
+                        .churn_pairs
+                        .fetch_add(batch as u64, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            }))
+        })
+        .collect();
+    let churn_end = Duration::from_secs_f64(config.seconds);
+    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
+    record.stop_arming.store(true, Ordering::Relaxed);
+    record.stop_churn.store(true, Ordering::Relaxed);
+    let churn_end = record.t0.elapsed();
+    for thread in arming {
+        thread.join().expect("an arming thread panicked");
+    }
+    // Churn tasks see the flag at their next batch; bounded wait.
+    let waited = runtime.block_on(async move {
+        tokio::time::timeout(Duration::from_secs(5), async move {
+            for task in churn {
+                let _ = task.await;
+            }
+        })
+        .await
+    });
+    if waited.is_err() {
+        eprintln!("churn_lateness: tokio churn tasks did not stop within 5 s");
+    }
+    let drained = drain(&record, Duration::from_secs_f64(config.drain));
+    done.store(true, Ordering::Relaxed);
+    let peaks = monitor.join().expect("monitor");
+    let end = record.t0.elapsed();
+    let hwm = proc_status_kib("VmHWM:");
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    let title = format!(
+        "tokio: multi-thread runtime, {} workers",
+        config.tokio_workers
+    );
+    report(
+        config, &title, &record, churn_end, drained, end, peaks, hwm, None,
+    )
+}
+
+// ---------------------------------------------------------------------------
+
+fn ms(ns: i64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn ms_d(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn pct(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((sorted.len() as f64) * p / 100.0).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    config: &Config,
+    title: &str,
+    record: &Record,
+    churn_end: Duration,
+    drained: Duration,
+    end: Duration,
+    peaks: Peaks,
+    hwm_kib: Option<u64>,
+    stats: Option<&Stats>,
+) -> String {
+    let churn_end_ns = churn_end.as_nanos() as i64;
+    let end_ns = end.as_nanos() as i64;
+    let mut late = Vec::new();
+    let (mut armed, mut by_churn_end, mut unfired, mut early) = (0u64, 0u64, 0u64, 0u64);
+    let mut unfired_min_late = i64::MAX;
+    let mut unfired_max_late = 0i64;
+    let thresholds_ms = [1i64, 10, 100, 1000];
+    let mut within = [0u64; 4];
+    for (deadline, lateness) in record.deadline.iter().zip(&record.lateness) {
+        let deadline = deadline.load(Ordering::Relaxed);
+        if deadline == UNARMED {
+            continue;
+        }
+        armed += 1;
+        let lateness = lateness.load(Ordering::Relaxed);
+        if lateness == UNFIRED {
+            unfired += 1;
+            let lower_bound = end_ns - deadline as i64;
+            unfired_min_late = unfired_min_late.min(lower_bound);
+            unfired_max_late = unfired_max_late.max(lower_bound);
+            continue;
+        }
+        if lateness < 0 {
+            early += 1;
+        }
+        if deadline as i64 + lateness <= churn_end_ns {
+            by_churn_end += 1;
+        }
+        for (count, limit) in within.iter_mut().zip(thresholds_ms) {
+            if lateness <= limit * 1_000_000 {
+                *count += 1;
+            }
+        }
+        late.push(lateness);
+    }
+    late.sort_unstable();
+    let fired = late.len() as u64;
+    let pairs = record.churn_pairs.load(Ordering::Relaxed);
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n== {title} ==");
+    let _ = writeln!(
+        w,
+        "measured timers armed: {armed} of {} by {} arming threads (paced over {:.1} s, due 1-2000 ms after arming)",
+        config.timers,
+        config.arm_threads,
+        arm_window(config).as_secs_f64()
+    );
+    let _ = writeln!(
+        w,
+        "churn: {} threads/tasks, {:.1} M start+stop pairs in {:.2} s ({:.2} M pairs/s); churn timers that fired: {}",
+        config.churn_threads,
+        pairs as f64 / 1e6,
+        churn_end.as_secs_f64(),
+        pairs as f64 / churn_end.as_secs_f64() / 1e6,
+        record.churn_fired.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        w,
+        "fired while the churn ran (by {:.2} s): {by_churn_end} of {armed}; fired in the {:.2} s drain after it: {}; never fired: {unfired}",
+        churn_end.as_secs_f64(),
+        drained.as_secs_f64(),
+        fired - by_churn_end
+    );
+    let _ = writeln!(
+        w,
+        "fired within deadline + 1 / 10 / 100 / 1000 ms: {} / {} / {} / {}; early (before the deadline): {early}",
+        within[0], within[1], within[2], within[3]
+    );
+    let _ = writeln!(
+        w,
+        "lateness on the real clock (callback start - intended deadline), ms: p50 {} p99 {} p99.9 {} max {} (over {fired} fired)",
+        ms(pct(&late, 50.0)),
+        ms(pct(&late, 99.0)),
+        ms(pct(&late, 99.9)),
+        ms(late.last().copied().unwrap_or(0)),
+    );
+    if unfired > 0 {
+        let _ = writeln!(
+            w,
+            "unfired timers were late by at least {} to {} ms when the run ended",
+            ms(unfired_min_late),
+            ms(unfired_max_late)
+        );
+    }
+    let _ = writeln!(
+        w,
+        "peak live timers (measured armed - fired, + churn in flight): {}",
+        peaks.live
+    );
+    if let Some(stats) = stats {
+        let arena = stats.slots * stats.slot_bytes;
+        let _ = writeln!(
+            w,
+            "arena: {} slots x {} B = {:.1} MB = {:.2}x the peak of live timers; stats().armed peak {}",
+            stats.slots,
+            stats.slot_bytes,
+            arena as f64 / 1e6,
+            stats.slots as f64 / peaks.live.max(1) as f64,
+            peaks.stats_armed
+        );
+        let ratio = |ours: Duration, external: i64| {
+            if external <= 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.2}x", ours.as_nanos() as f64 / external as f64)
+            }
+        };
+        let _ = writeln!(
+            w,
+            "stats(): fired {} (of which measured {fired}), lateness p50 {} p99 {} max {} ms; \
+             against the external figures: {} / {} / {}",
+            stats.fired,
+            ms_d(stats.lateness_p50),
+            ms_d(stats.lateness_p99),
+            ms_d(stats.lateness_max),
+            ratio(stats.lateness_p50, pct(&late, 50.0)),
+            ratio(stats.lateness_p99, pct(&late, 99.0)),
+            ratio(stats.lateness_max, late.last().copied().unwrap_or(0)),
+        );
+    }
+    let _ = writeln!(
+        w,
+        "RSS: peak {} MB (VmHWM), highest sampled VmRSS {:.1} MB",
+        hwm_kib.map_or("?".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0)),
+        peaks.rss_kib as f64 / 1024.0
+    );
+    let _ = writeln!(
+        w,
+        "row: | {title} | {by_churn_end} / {armed} | {unfired} | {} | {} | {} | {} | {} | {:.1} |",
+        ms(pct(&late, 50.0)),
+        ms(pct(&late, 99.0)),
+        ms(pct(&late, 99.9)),
+        ms(late.last().copied().unwrap_or(0)),
+        stats.map_or("-".to_owned(), |s| s.slots.to_string()),
+        hwm_kib.unwrap_or(0) as f64 / 1024.0,
+    );
+    out
+}
+
+fn main() {
+    let config = parse_args();
+    println!(
+        "churn_lateness: {} timers, {} s of churn, {} arming + {} churn threads, up to {} s drain; load {}",
+        config.timers,
+        config.seconds,
+        config.arm_threads,
+        config.churn_threads,
+        config.drain,
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.trim().to_owned())
+            .unwrap_or_else(|_| "?".to_owned())
+    );
+    for imp in config.impls.clone() {
+        let text = match imp {
+            Impl::Tickwheel => run_tickwheel(&config),
+            Impl::Tokio => run_tokio(&config),
+        };
+        print!("{text}");
+    }
+}
