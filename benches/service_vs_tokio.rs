@@ -45,7 +45,9 @@
 //! workload at 2 and 8 threads timing every START and every STOP with
 //! `Instant::now()` around it, sorts the samples and prints p50, p99, p99.9
 //! and max per implementation (the clock read itself, some 20-40 ns, is in
-//! every sample of every implementation).
+//! every sample of every implementation), with the run's throughput and how
+//! often a thread found its mailbox empty (waits per round: high means the
+//! threads did not run side by side, and the percentiles mean less).
 //!
 //! Implementations:
 //!
@@ -764,6 +766,20 @@ fn mailboxes<K>(threads: usize) -> Mailboxes<K> {
 struct Samples {
     start: Vec<u32>,
     stop: Vec<u32>,
+    /// Times a thread found its mailbox empty and yielded.
+    waits: u64,
+    /// How long the thread's timed run took.
+    run: Duration,
+}
+
+impl Samples {
+    /// Folds one thread's samples into the total.
+    fn merge(&mut self, other: Samples) {
+        self.start.extend(other.start);
+        self.stop.extend(other.stop);
+        self.waits += other.waits;
+        self.run = self.run.max(other.run);
+    }
 }
 
 fn nanos(since: Instant) -> u32 {
@@ -844,6 +860,7 @@ impl<C: Cross> ThreadJob for CrossJob<C> {
                 if let Some(batch) = self.mail[t].0.lock().unwrap().pop_front() {
                     break batch;
                 }
+                s.samples.waits += 1;
                 std::thread::yield_now();
             };
             for key in mine {
@@ -855,8 +872,11 @@ impl<C: Cross> ThreadJob for CrossJob<C> {
 }
 
 /// The cross-thread workload for tokio: tasks hand registered sleeps to each
-/// other and drop them. A task waiting for its mailbox yields to the runtime
-/// (another task may share its worker thread).
+/// other and drop them. A task waiting for its mailbox yields its OS thread
+/// (as the thread runners do) and then its worker (another task may share
+/// it). With the runtime yield alone, a worker spun through its scheduler
+/// while the thread it waited for sat descheduled on the loaded machine:
+/// 367 waits per round and 0.2 M pairs/s at 2 threads.
 struct TokioCross {
     mail: Mailboxes<Pin<Box<Sleep>>>,
     timed: bool,
@@ -916,7 +936,15 @@ impl TaskJob for TokioCross {
                 let popped = self.mail[t].0.lock().unwrap().pop_front();
                 match popped {
                     Some(batch) => break batch,
-                    None => tokio::task::yield_now().await,
+                    None => {
+                        s.samples.waits += 1;
+                        // Give the core away as the thread runners do (the
+                        // feeding task's worker thread may be waiting for
+                        // it on an oversubscribed machine), then let any
+                        // task queued on this worker run.
+                        std::thread::yield_now();
+                        tokio::task::yield_now().await;
+                    }
                 }
             };
             for sleep in mine {
@@ -947,7 +975,7 @@ fn bench_cross_threads<C: Cross>(
 /// Rounds per thread in a latency run (`BATCH` starts and stops each).
 const LATENCY_ROUNDS: u64 = 2_000;
 
-fn percentiles(name: &str, threads: usize, op: &str, mut samples: Vec<u32>) {
+fn percentiles(name: &str, threads: usize, op: &str, mut samples: Vec<u32>, whole: &str) {
     if samples.is_empty() {
         return;
     }
@@ -957,7 +985,7 @@ fn percentiles(name: &str, threads: usize, op: &str, mut samples: Vec<u32>) {
         f64::from(samples[rank.clamp(1, samples.len()) - 1]) / 1000.0
     };
     println!(
-        "| {name} | {threads} | {op} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+        "| {name} | {threads} | {op} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {whole} |",
         samples.len(),
         at(0.50),
         at(0.99),
@@ -979,7 +1007,9 @@ fn latency_threads<C: Cross>(name: &str, threads: usize, rounds: u64) {
             std::thread::spawn(move || {
                 let mut state = job.state(t);
                 barrier.wait();
+                let begin = Instant::now();
                 job.run(&mut state, t, rounds);
+                state.samples.run = begin.elapsed();
                 // Stay until every thread is done, so each thread's batches
                 // in flight are still taken from its mailbox.
                 barrier.wait();
@@ -987,14 +1017,11 @@ fn latency_threads<C: Cross>(name: &str, threads: usize, rounds: u64) {
             })
         })
         .collect();
-    let (mut starts, mut stops) = (Vec::new(), Vec::new());
+    let mut all = Samples::default();
     for handle in handles {
-        let samples = handle.join().unwrap();
-        starts.extend(samples.start);
-        stops.extend(samples.stop);
+        all.merge(handle.join().unwrap());
     }
-    percentiles(name, threads, "start", starts);
-    percentiles(name, threads, "stop", stops);
+    report_latency(name, threads, rounds, all);
 }
 
 /// Runs the tokio cross workload with every operation timed.
@@ -1008,7 +1035,7 @@ fn latency_tokio(threads: usize, rounds: u64) {
         timed: true,
         ..TokioCross::new(threads)
     });
-    let (starts, stops) = runtime.block_on(async {
+    let all = runtime.block_on(async {
         let barrier = Arc::new(tokio::sync::Barrier::new(threads));
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -1016,25 +1043,38 @@ fn latency_tokio(threads: usize, rounds: u64) {
                 tokio::spawn(tokio::task::unconstrained(async move {
                     let mut state = job.state(t);
                     barrier.wait().await;
+                    let begin = Instant::now();
                     job.run(&mut state, t, rounds).await;
+                    state.samples.run = begin.elapsed();
                     std::mem::take(&mut state.samples)
                 }))
             })
             .collect();
-        let (mut starts, mut stops) = (Vec::new(), Vec::new());
+        let mut all = Samples::default();
         for handle in handles {
-            let samples = handle.await.unwrap();
-            starts.extend(samples.start);
-            stops.extend(samples.stop);
+            all.merge(handle.await.unwrap());
         }
         // Sleeps left in the mailboxes go while the runtime runs.
         for mailbox in &job.mail {
             mailbox.0.lock().unwrap().clear();
         }
-        (starts, stops)
+        all
     });
-    percentiles("tokio-sleep", threads, "start", starts);
-    percentiles("tokio-sleep", threads, "stop", stops);
+    report_latency("tokio-sleep", threads, rounds, all);
+}
+
+/// Prints the start and stop rows of one implementation, each with the
+/// run's throughput and how often a thread waited for its mailbox (a wait
+/// means the thread that feeds it was behind: descheduled or slower).
+fn report_latency(name: &str, threads: usize, rounds: u64, all: Samples) {
+    let pairs = threads as f64 * (rounds * BATCH as u64) as f64;
+    let whole = format!(
+        "{:.2} | {:.2}",
+        pairs / all.run.as_secs_f64().max(1e-9) / 1e6,
+        all.waits as f64 / (threads as u64 * rounds) as f64
+    );
+    percentiles(name, threads, "start", all.start, &whole);
+    percentiles(name, threads, "stop", all.stop, &whole);
 }
 
 fn latency(rounds: u64) {
@@ -1042,8 +1082,10 @@ fn latency(rounds: u64) {
     println!(
         "({rounds} rounds of {BATCH} starts and {BATCH} stops per thread; every operation timed)\n"
     );
-    println!("| implementation | threads | op | samples | p50 | p99 | p99.9 | max |");
-    println!("|---|---:|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| implementation | threads | op | samples | p50 | p99 | p99.9 | max | run M pairs/s | waits/round |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for threads in CROSS_THREADS {
         latency_threads::<CrossEmbedded>("tickwheel-embedded", threads, rounds);
         latency_threads::<CrossThreads>("tickwheel-threads", threads, rounds);
