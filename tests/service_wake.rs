@@ -226,3 +226,62 @@ fn item8_repeated_stops_during_a_callback_all_report_running() {
         "a halted periodic timer is not re-armed"
     );
 }
+
+/// CONTRACT 20 (and what keeps `seq` from lapping, issue 12 item 4): remote
+/// work waiting for one owner is bounded. A thread that owns no shard stops
+/// and releases timers of a shard whose owner does not poll; once about a
+/// million messages wait, it is held back (the intake stops growing) until
+/// the owner takes them in, and then it finishes. Nothing is lost.
+#[test]
+fn item20_producers_wait_when_an_owner_falls_a_million_messages_behind() {
+    const LIMIT: usize = 1 << 20;
+    let clock = ManualClock::new();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(MS)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock))
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = done.clone();
+    let remote = service.clone();
+    let producer = std::thread::spawn(move || {
+        // Start each timer here (one message) and cancel it (a second).
+        for _ in 0..(LIMIT / 2 + 1000) {
+            let timer = remote.start(HOUR, |_| {}).unwrap();
+            assert_eq!(timer.cancel(), Stop::Cancelled);
+            progress.fetch_add(1, SeqCst);
+        }
+    });
+    // Wait until the producer is held back: no progress for a while.
+    let mut last = usize::MAX;
+    loop {
+        std::thread::sleep(200 * MS);
+        let now = done.load(SeqCst);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    assert!(
+        !producer.is_finished(),
+        "the producer finished with every message still waiting"
+    );
+    assert!(last * 2 <= LIMIT + 64, "{last} pairs queued past the limit");
+    // The owner catches up; the producer goes on and finishes.
+    while !producer.is_finished() {
+        guard.poll().unwrap();
+        std::thread::sleep(MS);
+    }
+    producer.join().unwrap();
+    guard.poll().unwrap();
+    let stats = service.stats();
+    assert_eq!(stats.armed, 0);
+    assert_eq!(
+        stats.freed as usize,
+        LIMIT / 2 + 1000,
+        "every slot reclaimed"
+    );
+}
