@@ -85,9 +85,12 @@ const WAKE_AFTER_PENDING: usize = 4096;
 /// Queued intake messages at which a producer waits for the owner before
 /// adding another (backpressure, CONTRACT 20). Also what keeps the 24-bit
 /// arming `seq` from lapping (see `state.rs`), so it must stay far below
-/// 2^23.
+/// 2^23. Small enough that the owner works through a full intake in about a
+/// millisecond: a START queued behind it is linked in time to fire (with
+/// 2^20, timers armed during a churn fired seconds late; see BENCHMARKS.md,
+/// issue 11).
 #[cfg(not(loom))]
-const PENDING_LIMIT: usize = 1 << 20;
+const PENDING_LIMIT: usize = 1 << 13;
 /// Out of the models' reach under loom: a producer waiting for an owner that
 /// a model has let go of spins until shutdown, which exhausts loom's branch
 /// budget. The wait is checked on real threads instead
@@ -548,9 +551,13 @@ impl Inner {
     fn wait_for_backlog(&self, shard: usize) {
         let target = &self.shards[shard];
         let (service, own) = OWNED_SHARD.with(|owned| owned.get());
+        // Make sure the owner is not asleep; after that, waking it again on
+        // every turn would only take CPU from it.
+        if target.claim_wake(None) {
+            self.wake(shard);
+        }
         let mut spins = 0;
         while target.intake.pending() >= PENDING_LIMIT && !self.is_shut_down() {
-            self.wake(shard);
             if service == self.address() {
                 // SAFETY: this thread holds the claim of shard `own`, and no
                 // reference into its core is live while user code runs.

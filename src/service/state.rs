@@ -52,12 +52,12 @@
 //!    re-arm is applied by the owner.)
 //! 2. So the moves the owner has not seen are at most the messages not yet
 //!    processed (queued, or taken but not yet applied: a shard takes in at
-//!    most `PENDING_LIMIT` at a time) plus one per producer thread between
-//!    its CAS and its push.
-//! 3. A producer that finds `PENDING_LIMIT` (2^20) messages already queued
-//!    for a shard waits before its CAS (`Inner::send`'s backpressure), so
-//!    queued messages stay below 2^20 + threads, and unseen moves below
-//!    2^21 + 2 x threads: far below 2^24 for any real thread count.
+//!    most what was queued) plus one per producer thread between its CAS and
+//!    its push.
+//! 3. A producer that finds `PENDING_LIMIT` (2^13) messages already queued
+//!    for a shard waits before its push (`Inner::send`'s backpressure), so
+//!    queued messages stay below 2^13 + threads, and unseen moves below
+//!    2^14 + 3 x threads: far below 2^24 for any real thread count.
 
 pub(crate) const ARM_MASK: u64 = 0b11;
 pub(crate) const FREE: u64 = 0;
