@@ -12,9 +12,9 @@
 //! At the end of every schedule the invariants of tests/service_stress.rs
 //! are checked: exactly once per arming, never early, STOP outcomes
 //! consistent (a `Cancelled` stop is never followed by that arming's
-//! callback; two stops never both `Cancelled`), armings = fired + cancelled
-//! + moved + still armed, and every slot reclaimed, also while the owner
-//! sleeps (CONTRACT.md 13).
+//! callback; two stops never both `Cancelled`), every arming fired,
+//! cancelled, moved or still armed, and every slot reclaimed, also while the
+//! owner sleeps (CONTRACT.md 13).
 //!
 //! The service uses shuttle's primitives through `src/sync.rs`, so this file
 //! only builds with `--cfg shuttle`:
