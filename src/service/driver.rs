@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::builder::Config;
 use super::{Driver, Inner, OWNED_SHARD};
-use crate::sync::Arc;
+use crate::sync::{thread, Arc};
 use crate::TimerError;
 
 /// Exclusive ownership of one shard by the current thread.
@@ -132,8 +132,8 @@ impl fmt::Debug for ShardGuard {
 
 /// The built-in driver threads of a service.
 pub(crate) struct DriverThreads {
-    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    handles: Box<[OnceLock<std::thread::Thread>]>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    handles: Box<[OnceLock<thread::Thread>]>,
 }
 
 impl DriverThreads {
@@ -152,13 +152,13 @@ impl DriverThreads {
             let claimed = inner.shards[shard].try_claim();
             debug_assert!(claimed);
             let inner = inner.clone();
-            let spawned = std::thread::Builder::new()
+            let spawned = thread::Builder::new()
                 .name(format!("tickwheel-{shard}"))
                 .spawn(move || {
                     if pin {
                         pin_to_cpu(shard % cores);
                     }
-                    let _ = inner.drivers.handles[shard].set(std::thread::current());
+                    let _ = inner.drivers.handles[shard].set(thread::current());
                     drive(ShardGuard::adopt(inner, shard));
                 });
             match spawned {
@@ -202,7 +202,7 @@ impl DriverThreads {
 
     pub(crate) fn join_remaining(&self) {
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         for handle in threads {
             if handle.thread().id() != me {
                 let _ = handle.join();
@@ -225,10 +225,10 @@ fn drive(mut guard: ShardGuard) {
         }
         match (sleep, manual_cap) {
             (Some(d), _) if d.is_zero() => {}
-            (Some(d), Some(cap)) => std::thread::park_timeout(d.min(cap)),
-            (None, Some(cap)) => std::thread::park_timeout(cap),
-            (Some(d), None) => std::thread::park_timeout(d),
-            (None, None) => std::thread::park(),
+            (Some(d), Some(cap)) => thread::park_timeout(d.min(cap)),
+            (None, Some(cap)) => thread::park_timeout(cap),
+            (Some(d), None) => thread::park_timeout(d),
+            (None, None) => thread::park(),
         }
     }
     // `guard` drops here: it sweeps the shard (shut down) and unclaims it.

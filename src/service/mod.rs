@@ -798,7 +798,7 @@ fn backoff(spins: &mut u32) {
     *spins += 1;
     if *spins < 64 {
         crate::sync::spin_hint();
-    } else if *spins < 128 || cfg!(loom) {
+    } else if *spins < 128 || cfg!(any(loom, shuttle)) {
         crate::sync::thread::yield_now();
     } else {
         std::thread::sleep(Duration::from_micros(50));
