@@ -15,7 +15,8 @@
 //! Ratas code is in this repository. To compare with Ratas, build Ratas'
 //! benchmark from its own repository (`g++ -O3 src/test/test_benchmark.cc`)
 //! and point `RATAS_BENCH` at the binary; `RATAS_PAIRS` (comma separated,
-//! default `5,100,1000`) and `RATAS_ROUNDS` (default 3) shape the run.
+//! default `5,100,1000`), `RATAS_ROUNDS` (default 3) and `RATAS_RANGE`
+//! (`yes` or `no`: only that setting) shape the run.
 //! The C port on the C ABI is `ffi-tests/ratas_workload.c`; the script
 //! `benches/ratas_compare.sh` runs all three.
 //!
@@ -85,9 +86,11 @@ impl Workload {
         if self.in_range {
             let slot = &mut self.units[unit].timers[Kind::Idle as usize];
             match *slot {
-                Some(key) => wheel
-                    .reschedule_in_range(key, 60 * TIME_S..=61 * TIME_S)
-                    .expect("a tracked key is armed"),
+                Some(key) => {
+                    wheel
+                        .reschedule_in_range(key, 60 * TIME_S..=61 * TIME_S)
+                        .expect("a tracked key is armed");
+                }
                 None => {
                     *slot = Some(
                         wheel
@@ -328,7 +331,12 @@ fn main() {
     );
     println!("|---:|:---:|---:|---:|---:|---|");
     for &p in &pairs {
-        for in_range in [true, false] {
+        let ranges: &[bool] = match std::env::var("RATAS_RANGE").as_deref() {
+            Ok("yes") => &[true],
+            Ok("no") => &[false],
+            _ => &[true, false],
+        };
+        for &in_range in ranges {
             let mut ours = Vec::new();
             let mut theirs = Vec::new();
             let mut sums = (None, 0);
