@@ -305,6 +305,13 @@ impl Hierarchy {
         Some(earliest)
     }
 
+    /// `true` when an entry is due at `now` (O(1)). Every entry due at
+    /// `now` sits in level 0's bucket for `now`: reaching `now` cascaded
+    /// every higher bucket that covers it, and a link for `now` goes there.
+    pub(crate) fn due_now(&self) -> bool {
+        self.levels[0].is_occupied((self.now & SLOT_MASK) as usize)
+    }
+
     /// The first tick of the earliest non-empty bucket: a lower bound of
     /// [`next_deadline`](Self::next_deadline) in O(levels).
     pub(crate) fn next_wakeup(&self) -> Option<u64> {

@@ -271,6 +271,25 @@ fn many_lazy_moves_fire_in_last_arming_order() {
 }
 
 #[test]
+fn is_due_now_tells_whether_a_poll_at_now_returns_a_timer() {
+    let mut w = Wheel::new();
+    assert!(!w.is_due_now());
+    w.insert_at(5000, 'a');
+    w.insert_at(5000, 'b');
+    w.insert_at(5001, 'c');
+    assert!(!w.is_due_now());
+    // `a` and `b` cascade from level 2 to tick 5000 together.
+    assert_eq!(w.poll(10_000).unwrap().value, 'a');
+    assert!(w.is_due_now());
+    assert_eq!(w.poll(w.now()).unwrap().value, 'b');
+    assert!(!w.is_due_now(), "c is due at 5001, not now");
+    w.insert(0, 'd');
+    assert!(w.is_due_now());
+    assert_eq!(w.poll(w.now()).unwrap().value, 'd');
+    assert!(!w.is_due_now());
+}
+
+#[test]
 fn reschedule_moves_between_levels() {
     let mut w = Wheel::new();
     let k = w.insert(1_000_000, 1);
