@@ -913,6 +913,72 @@ static void test_wheel(void) {
     tw_wheel_free(wheel);
 }
 
+/* Relative scheduling, chosen ticks, deadlines and range reschedules: one
+ * call per operation for C callers. */
+static void test_wheel_relative_and_ranges(void) {
+    tw_wheel *wheel = NULL;
+    wheel_log log;
+    memset(&log, 0, sizeof log);
+    uint64_t a = 0, b = 0, c = 0, tick = 0, tick2 = 0;
+    size_t expired = 0;
+
+    CHECK_OK(tw_wheel_new(5000, &wheel));
+    log.wheel = wheel;
+    CHECK_OK(tw_wheel_schedule_after(wheel, 100, (void *)(uintptr_t)1, &a));
+    CHECK_OK(tw_wheel_deadline(wheel, a, &tick));
+    CHECK(tick == 5100);
+    CHECK_OK(tw_wheel_reschedule_after(wheel, a, 300));
+    CHECK_OK(tw_wheel_deadline(wheel, a, &tick));
+    CHECK(tick == 5300);
+    CHECK_RESULT(tw_wheel_deadline(wheel, a, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_deadline(wheel, 0, &tick), TW_STALE_HANDLE);
+    /* A huge delay saturates at the last tick instead of wrapping. */
+    CHECK_OK(tw_wheel_schedule_after(wheel, UINT64_MAX, (void *)(uintptr_t)9, &c));
+    CHECK_OK(tw_wheel_deadline(wheel, c, &tick));
+    CHECK(tick == UINT64_MAX);
+    CHECK_OK(tw_wheel_cancel(wheel, c, NULL));
+
+    /* The chosen tick is reported, and is the roundest in the window. */
+    CHECK_RESULT(tw_wheel_schedule_in_range_at(wheel, 6000, 5999, NULL, &b, &tick),
+                 TW_INVALID_RANGE);
+    CHECK_OK(tw_wheel_schedule_in_range_at(wheel, 5001, 6000, (void *)(uintptr_t)2, &b, &tick));
+    CHECK(tick == 5120); /* 5120 = 5 * 1024: most trailing zeros in 5001..6000 */
+    CHECK_OK(tw_wheel_deadline(wheel, b, &tick2));
+    CHECK(tick2 == tick);
+    CHECK_OK(tw_wheel_cancel(wheel, b, NULL));
+    CHECK_OK(tw_wheel_schedule_in_range_after(wheel, 1, 1000, (void *)(uintptr_t)2, &b, &tick));
+    CHECK(tick == 5120);
+    CHECK_RESULT(tw_wheel_schedule_in_range_after(wheel, 9, 8, NULL, &c, NULL), TW_INVALID_RANGE);
+
+    /* Range reschedule: kept when already inside the window, else moved to
+     * the window's roundest tick. */
+    CHECK_OK(tw_wheel_reschedule_in_range(wheel, a, 5200, 5400, &tick));
+    CHECK(tick == 5300);
+    CHECK_OK(tw_wheel_reschedule_in_range_after(wheel, a, 200, 400, NULL));
+    CHECK_OK(tw_wheel_deadline(wheel, a, &tick));
+    CHECK(tick == 5300);
+    CHECK_OK(tw_wheel_reschedule_in_range(wheel, a, 5400, 5500, &tick));
+    CHECK(tick == 5440); /* 5440 = 85 * 64 */
+    CHECK_OK(tw_wheel_reschedule_in_range_after(wheel, a, 600, 700, &tick));
+    CHECK(tick == 5632); /* 5632 = 11 * 512 */
+    CHECK_RESULT(tw_wheel_reschedule_in_range(wheel, a, 7000, 6000, &tick), TW_INVALID_RANGE);
+    CHECK_RESULT(tw_wheel_reschedule_in_range_after(wheel, a, 7, 6, NULL), TW_INVALID_RANGE);
+    CHECK_OK(tw_wheel_deadline(wheel, a, &tick));
+    CHECK(tick == 5632);
+
+    /* Both fire at the reported ticks, then their keys are stale. */
+    CHECK_OK(tw_wheel_advance(wheel, 6000, 100, on_wheel, &log, &expired, NULL));
+    CHECK(expired == 2 && log.order[0] == 2 && log.at[0] == 5120);
+    CHECK(log.order[1] == 1 && log.at[1] == 5632);
+    CHECK_RESULT(tw_wheel_reschedule_after(wheel, a, 1), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_reschedule_in_range_after(wheel, a, 1, 2, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_reschedule_in_range(wheel, b, 6001, 6002, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_deadline(wheel, b, &tick), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_schedule_after(NULL, 1, NULL, &a), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_schedule_after(wheel, 1, NULL, NULL), TW_NULL_POINTER);
+    tw_wheel_free(wheel);
+}
+
 int main(void) {
     test_results();
     test_config();
@@ -927,6 +993,7 @@ int main(void) {
     test_driver_threads();
     test_shutdown();
     test_wheel();
+    test_wheel_relative_and_ranges();
     printf("test_c: all tests passed\n");
     return 0;
 }

@@ -960,6 +960,147 @@ tw_result tw_wheel_schedule_in_range(const struct tw_wheel *wheel,
                                      uint64_t *key_out);
 
 /**
+ * Arms a timer due `delay` ticks after `tw_wheel_now` (saturating at the
+ * last tick; 0 makes it due at once: the next advance returns it) carrying
+ * `payload`, and writes its key to `*key_out`. O(1). The relative form of
+ * `tw_wheel_schedule`: one call per operation.
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_schedule_after(const struct tw_wheel *wheel,
+                                  uint64_t delay,
+                                  void *payload,
+                                  uint64_t *key_out);
+
+/**
+ * As `tw_wheel_schedule_in_range`, and also writes the tick the wheel chose
+ * to `*tick_out` (may be NULL).
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_schedule_in_range_at(const struct tw_wheel *wheel,
+                                        uint64_t earliest_tick,
+                                        uint64_t latest_tick,
+                                        void *payload,
+                                        uint64_t *key_out,
+                                        uint64_t *tick_out);
+
+/**
+ * Arms a timer due at some tick from `earliest_delay` to `latest_delay`
+ * ticks after now (inclusive), chosen as by `tw_wheel_schedule_in_range`.
+ * Writes its key to `*key_out` and the chosen tick to `*tick_out` (may be
+ * NULL). Returns `TW_INVALID_RANGE` when `earliest_delay > latest_delay`.
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_schedule_in_range_after(const struct tw_wheel *wheel,
+                                           uint64_t earliest_delay,
+                                           uint64_t latest_delay,
+                                           void *payload,
+                                           uint64_t *key_out,
+                                           uint64_t *tick_out);
+
+/**
+ * Moves an armed timer to `delay` ticks after now (saturating); its key
+ * stays valid, and it counts as armed again for same-tick order. Returns
+ * `TW_STALE_HANDLE` if it already expired or was cancelled. O(1).
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_reschedule_after(const struct tw_wheel *wheel,
+                                    uint64_t key,
+                                    uint64_t delay);
+
+/**
+ * Keeps an armed timer if its deadline is already from `earliest_tick` to
+ * `latest_tick` (inclusive; clamped to now), else moves it to the tick of
+ * that window `tw_wheel_schedule_in_range` would choose (then it counts as
+ * armed again). Writes the timer's deadline to `*tick_out` (may be NULL).
+ * Returns `TW_INVALID_RANGE` when `earliest_tick > latest_tick` and
+ * `TW_STALE_HANDLE` if the timer already expired or was cancelled; either
+ * way nothing changes. O(1).
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_reschedule_in_range(const struct tw_wheel *wheel,
+                                       uint64_t key,
+                                       uint64_t earliest_tick,
+                                       uint64_t latest_tick,
+                                       uint64_t *tick_out);
+
+/**
+ * `tw_wheel_reschedule_in_range` with the window given as delays from now:
+ * `earliest_delay` to `latest_delay` ticks after `tw_wheel_now`.
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_reschedule_in_range_after(const struct tw_wheel *wheel,
+                                             uint64_t key,
+                                             uint64_t earliest_delay,
+                                             uint64_t latest_delay,
+                                             uint64_t *tick_out);
+
+/**
+ * Writes the tick an armed timer is due at to `*tick_out`. Returns
+ * `TW_STALE_HANDLE` (and writes nothing) if it already expired or was
+ * cancelled. O(1).
+ *
+ * Thread safety: the wheel's thread; allowed from its advance callback.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_deadline(const struct tw_wheel *wheel,
+                            uint64_t key,
+                            uint64_t *tick_out);
+
+/**
  * Moves an armed timer to `deadline_tick` (clamped to now); its key stays
  * valid. Returns `TW_STALE_HANDLE` if it already expired or was cancelled.
  *

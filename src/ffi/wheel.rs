@@ -193,6 +193,239 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range(
     })
 }
 
+/// Arms a timer due `delay` ticks after `tw_wheel_now` (saturating at the
+/// last tick; 0 makes it due at once: the next advance returns it) carrying
+/// `payload`, and writes its key to `*key_out`. O(1). The relative form of
+/// `tw_wheel_schedule`: one call per operation.
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_schedule_after(
+    wheel: *const tw_wheel,
+    delay: u64,
+    payload: *mut c_void,
+    key_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let key_out = out(key_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let key = wheel.with(|w| w.insert(delay, payload));
+        // SAFETY: checked by `out`.
+        unsafe { put(key_out, key_to_c(key)) };
+        Ok(())
+    })
+}
+
+/// As `tw_wheel_schedule_in_range`, and also writes the tick the wheel chose
+/// to `*tick_out` (may be NULL).
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_schedule_in_range_at(
+    wheel: *const tw_wheel,
+    earliest_tick: u64,
+    latest_tick: u64,
+    payload: *mut c_void,
+    key_out: *mut u64,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let key_out = out(key_out)?;
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let (key, tick) = wheel.with(|w| {
+            let key = w.insert_at_in_range(earliest_tick..=latest_tick, payload)?;
+            Ok::<_, tw_result>((key, w.deadline(key).unwrap_or_default()))
+        })?;
+        // SAFETY: checked by `out` and `out_opt`.
+        unsafe {
+            put(key_out, key_to_c(key));
+            put_opt(tick_out, tick);
+        }
+        Ok(())
+    })
+}
+
+/// Arms a timer due at some tick from `earliest_delay` to `latest_delay`
+/// ticks after now (inclusive), chosen as by `tw_wheel_schedule_in_range`.
+/// Writes its key to `*key_out` and the chosen tick to `*tick_out` (may be
+/// NULL). Returns `TW_INVALID_RANGE` when `earliest_delay > latest_delay`.
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_schedule_in_range_after(
+    wheel: *const tw_wheel,
+    earliest_delay: u64,
+    latest_delay: u64,
+    payload: *mut c_void,
+    key_out: *mut u64,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let key_out = out(key_out)?;
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let (key, tick) = wheel.with(|w| {
+            let key = w.insert_in_range(earliest_delay..=latest_delay, payload)?;
+            Ok::<_, tw_result>((key, w.deadline(key).unwrap_or_default()))
+        })?;
+        // SAFETY: checked by `out` and `out_opt`.
+        unsafe {
+            put(key_out, key_to_c(key));
+            put_opt(tick_out, tick);
+        }
+        Ok(())
+    })
+}
+
+/// Moves an armed timer to `delay` ticks after now (saturating); its key
+/// stays valid, and it counts as armed again for same-tick order. Returns
+/// `TW_STALE_HANDLE` if it already expired or was cancelled. O(1).
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_reschedule_after(
+    wheel: *const tw_wheel,
+    key: u64,
+    delay: u64,
+) -> tw_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        wheel.with(|w| w.reschedule(key_from_c(key), delay))?;
+        Ok(())
+    })
+}
+
+/// Keeps an armed timer if its deadline is already from `earliest_tick` to
+/// `latest_tick` (inclusive; clamped to now), else moves it to the tick of
+/// that window `tw_wheel_schedule_in_range` would choose (then it counts as
+/// armed again). Writes the timer's deadline to `*tick_out` (may be NULL).
+/// Returns `TW_INVALID_RANGE` when `earliest_tick > latest_tick` and
+/// `TW_STALE_HANDLE` if the timer already expired or was cancelled; either
+/// way nothing changes. O(1).
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_reschedule_in_range(
+    wheel: *const tw_wheel,
+    key: u64,
+    earliest_tick: u64,
+    latest_tick: u64,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let tick = wheel
+            .with(|w| w.reschedule_at_in_range(key_from_c(key), earliest_tick..=latest_tick))?;
+        // SAFETY: checked by `out_opt`.
+        unsafe { put_opt(tick_out, tick) };
+        Ok(())
+    })
+}
+
+/// `tw_wheel_reschedule_in_range` with the window given as delays from now:
+/// `earliest_delay` to `latest_delay` ticks after `tw_wheel_now`.
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_reschedule_in_range_after(
+    wheel: *const tw_wheel,
+    key: u64,
+    earliest_delay: u64,
+    latest_delay: u64,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let tick = wheel
+            .with(|w| w.reschedule_in_range(key_from_c(key), earliest_delay..=latest_delay))?;
+        // SAFETY: checked by `out_opt`.
+        unsafe { put_opt(tick_out, tick) };
+        Ok(())
+    })
+}
+
+/// Writes the tick an armed timer is due at to `*tick_out`. Returns
+/// `TW_STALE_HANDLE` (and writes nothing) if it already expired or was
+/// cancelled. O(1).
+///
+/// Thread safety: the wheel's thread; allowed from its advance callback.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn tw_wheel_deadline(
+    wheel: *const tw_wheel,
+    key: u64,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let tick_out = out(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let tick = wheel
+            .with(|w| w.deadline(key_from_c(key)))
+            .ok_or(tw_result::TW_STALE_HANDLE)?;
+        // SAFETY: checked by `out`.
+        unsafe { put(tick_out, tick) };
+        Ok(())
+    })
+}
+
 /// Moves an armed timer to `deadline_tick` (clamped to now); its key stays
 /// valid. Returns `TW_STALE_HANDLE` if it already expired or was cancelled.
 ///

@@ -31,7 +31,8 @@
 //!
 //! * When the current run is empty, [`Queue::pop`] polls the wheel for the
 //!   next event (the wheel jumps over idle ticks through its bitmaps) and
-//!   polls once more at that same tick. If nothing else is due then, which is
+//!   asks the wheel whether anything else is due at that same tick (one bit
+//!   of its level-0 bitmap). If nothing else is due then, which is
 //!   the usual case with fine ticks, the event runs straight away: no sorting
 //!   and no extra storage.
 //! * Otherwise the events of that tick move from the wheel into `ready`, a
@@ -234,25 +235,22 @@ impl<E> Queue<E> {
                 return Ok(None);
             };
             let time = first.deadline;
-            match self.wheel.poll(time) {
-                None => {
-                    // Alone at its tick: the common, sort-free case.
-                    let popped = Popped {
-                        id: EventId {
-                            key: first.key,
-                            seq: first.value.seq,
-                        },
-                        time,
-                        priority: first.value.priority,
-                        event: first.value.event,
-                    };
-                    return self.checked(popped, next_seq);
-                }
-                Some(second) => {
-                    self.ready.push_back(ready_from(first.key, first.value));
-                    self.insert_ready(ready_from(second.key, second.value));
-                }
+            if !self.wheel.is_due_now() {
+                // Alone at its tick: the common, sort-free case. Asking the
+                // wheel's due bucket is O(1); a second poll that finds
+                // nothing would look for the next bucket on every level.
+                let popped = Popped {
+                    id: EventId {
+                        key: first.key,
+                        seq: first.value.seq,
+                    },
+                    time,
+                    priority: first.value.priority,
+                    event: first.value.event,
+                };
+                return self.checked(popped, next_seq);
             }
+            self.ready.push_back(ready_from(first.key, first.value));
         }
         // Work through the current tick, including events scheduled for it
         // since the last pop.

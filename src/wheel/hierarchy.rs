@@ -17,6 +17,34 @@
 //! queries, and queries after any change that does not touch the earliest
 //! timer, are O(1); the bucket is walked at most once per change of the
 //! earliest timer.
+//!
+//! # Same-tick order without relinking (lazy moves)
+//!
+//! Timers due on one tick fire in the order they were last armed (CONTRACT
+//! item 5; a reschedule counts as arming). Keeping every bucket in arming
+//! order would force each reschedule to unlink and relink the entry at its
+//! bucket's tail, touching two neighbours, even when the entry stays in the
+//! same bucket, which is what idle timers pushed a little later do almost
+//! every time. A store that can keep an arming sequence number per entry
+//! ([`Nodes::ORDERED`]; the `Wheel`'s slab does, the service's slots do not)
+//! gets a cheaper rule instead:
+//!
+//! * Every arming takes the next number of a counter (`seq`, 64 bits, never
+//!   wraps in practice: 2^64 armings).
+//! * A move that stays in the same bucket on a level above 0 only rewrites
+//!   the deadline and the number, leaves the entry where it is, and marks the
+//!   bucket *unsorted* (one bit per bucket, next to the occupancy bitmap).
+//!   On level 0 a bucket is one tick, so order there is what fires next: a
+//!   move within it relinks at the tail as before (free when already last).
+//! * A bucket whose bit is clear is in arming order: appends carry the
+//!   largest number so far, and cascading places entries in list order.
+//! * When an unsorted bucket cascades (or, defensively, when an unsorted
+//!   level-0 bucket is about to fire) its list is merge-sorted by number
+//!   first: O(b log b) for a bucket of `b` entries, no allocation. Each
+//!   entry is sorted at most once per level it cascades through, so the
+//!   worst case is O(log b) extra per timer per cascade; a bucket no lazy
+//!   move touched costs nothing extra. Placing cascaded entries checks the
+//!   target's tail, so a bucket can never become silently out of order.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,10 +74,23 @@ pub(crate) struct Node {
 /// Where the entries live. Indices are the ones given to
 /// [`Hierarchy::link`]; the store never sees an index it did not hold.
 pub(crate) trait Nodes {
+    /// `true` when the store keeps an arming sequence number per entry
+    /// ([`seq`](Self::seq)/[`set_seq`](Self::set_seq)), which allows moves
+    /// within a bucket without relinking (see the module docs).
+    const ORDERED: bool = false;
+
     fn node(&self, index: u32) -> Node;
     fn set_node(&mut self, index: u32, node: Node);
     fn set_prev(&mut self, index: u32, prev: u32);
     fn set_next(&mut self, index: u32, next: u32);
+
+    /// The entry's arming sequence number (only used when `ORDERED`).
+    fn seq(&self, _index: u32) -> u64 {
+        0
+    }
+
+    /// Sets the entry's arming sequence number (only used when `ORDERED`).
+    fn set_seq(&mut self, _index: u32, _seq: u64) {}
 }
 
 /// The levels and the current tick.
@@ -58,6 +99,8 @@ pub(crate) struct Hierarchy {
     levels: Box<[Level; LEVELS]>,
     /// The exact earliest deadline when known (see the module docs).
     earliest: Memo,
+    /// The next arming sequence number (used with `Nodes::ORDERED` only).
+    next_seq: u64,
 }
 
 impl Clone for Hierarchy {
@@ -66,6 +109,7 @@ impl Clone for Hierarchy {
             now: self.now,
             levels: self.levels.clone(),
             earliest: Memo(AtomicU64::new(self.earliest.0.load(Ordering::Relaxed))),
+            next_seq: self.next_seq,
         }
     }
 }
@@ -93,10 +137,17 @@ impl Memo {
 
 impl Hierarchy {
     pub(crate) fn starting_at(now: u64) -> Self {
+        // Built on the heap directly: `Box::new([..; LEVELS])` builds the
+        // ~6 KiB array on the stack first and copies it.
+        let levels: Box<[Level]> = (0..LEVELS).map(|_| Level::new()).collect();
+        let levels: Box<[Level; LEVELS]> = levels
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("exactly LEVELS levels"));
         Hierarchy {
             now,
-            levels: Box::new([const { Level::new() }; LEVELS]),
+            levels,
             earliest: Memo(AtomicU64::new(Memo::UNKNOWN)),
+            next_seq: 0,
         }
     }
 
@@ -116,8 +167,28 @@ impl Hierarchy {
             .flat_map(|level| level.head.iter().copied())
     }
 
-    /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to.
+    /// Arms entry `index`: appends it to the bucket `deadline` (`>= now`)
+    /// maps to, as the most recently armed entry.
     pub(crate) fn link<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        if N::ORDERED {
+            let seq = self.take_seq();
+            nodes.set_seq(index, seq);
+        }
+        // The newest arming goes last: no order check needed.
+        self.place(nodes, index, deadline, false);
+    }
+
+    /// The next arming sequence number.
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to,
+    /// keeping its sequence number. With `check_order`, marks the bucket
+    /// unsorted if the entry is older than the current tail.
+    fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, check_order: bool) {
         debug_assert!(deadline >= self.now);
         let bucket = bucket_index(self.now, deadline);
         let (level, slot) = split_bucket(bucket);
@@ -136,6 +207,9 @@ impl Hierarchy {
             self.levels[level].occupied |= 1 << slot;
         } else {
             nodes.set_next(tail, index);
+            if N::ORDERED && check_order && nodes.seq(tail) > nodes.seq(index) {
+                self.levels[level].unsorted |= 1 << slot;
+            }
         }
         self.levels[level].tail[slot] = index;
         if let Some(earliest) = self.earliest.get() {
@@ -160,6 +234,7 @@ impl Hierarchy {
         }
         if self.levels[level].head[slot] == NIL {
             self.levels[level].occupied &= !(1 << slot);
+            self.levels[level].unsorted &= !(1 << slot);
         }
         nodes.set_node(
             index,
@@ -176,13 +251,25 @@ impl Hierarchy {
         node.deadline
     }
 
-    /// Moves linked entry `index` to `deadline` (`>= now`), as unlink + link
-    /// (it goes last in its new bucket), without relinking when it is already
-    /// last in the right bucket.
+    /// Moves linked entry `index` to `deadline` (`>= now`) and counts it as
+    /// armed again. Relinks it at the tail of its new bucket, except when it
+    /// stays in its bucket and either is already last there or (with an
+    /// ordered store) the bucket is above level 0: then it stays in place
+    /// (see the module docs).
     pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         let node = nodes.node(index);
-        if node.bucket == bucket_index(self.now, deadline) && node.next == NIL {
+        let bucket = bucket_index(self.now, deadline);
+        let lazy = N::ORDERED && usize::from(bucket) >= SLOTS;
+        if node.bucket == bucket && (node.next == NIL || lazy) {
             nodes.set_node(index, Node { deadline, ..node });
+            if N::ORDERED {
+                let seq = self.take_seq();
+                nodes.set_seq(index, seq);
+                if node.next != NIL {
+                    let (level, slot) = split_bucket(bucket);
+                    self.levels[level].unsorted |= 1 << slot;
+                }
+            }
             if self.earliest.get() == Some(node.deadline) {
                 self.earliest.set(None);
             }
@@ -218,6 +305,13 @@ impl Hierarchy {
         Some(earliest)
     }
 
+    /// `true` when an entry is due at `now` (O(1)). Every entry due at
+    /// `now` sits in level 0's bucket for `now`: reaching `now` cascaded
+    /// every higher bucket that covers it, and a link for `now` goes there.
+    pub(crate) fn due_now(&self) -> bool {
+        self.levels[0].is_occupied((self.now & SLOT_MASK) as usize)
+    }
+
     /// The first tick of the earliest non-empty bucket: a lower bound of
     /// [`next_deadline`](Self::next_deadline) in O(levels).
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
@@ -232,6 +326,11 @@ impl Hierarchy {
         loop {
             let due_slot = (self.now & SLOT_MASK) as usize;
             if self.levels[0].is_occupied(due_slot) {
+                if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
+                    // Not reached by the rules in the module docs; kept so
+                    // that order holds even if they change.
+                    self.sort_bucket(nodes, 0, due_slot);
+                }
                 let index = self.levels[0].head[due_slot];
                 let deadline = self.unlink(nodes, index);
                 debug_assert_eq!(deadline, self.now);
@@ -292,15 +391,85 @@ impl Hierarchy {
     /// Re-places every entry of a higher-level bucket relative to `now`
     /// (which is the bucket's first tick), preserving list order.
     fn cascade<N: Nodes>(&mut self, nodes: &mut N, level: usize, slot: usize) {
+        if N::ORDERED && self.levels[level].unsorted & (1 << slot) != 0 {
+            self.sort_bucket(nodes, level, slot);
+        }
         let mut index = self.levels[level].head[slot];
         self.levels[level].head[slot] = NIL;
         self.levels[level].tail[slot] = NIL;
         self.levels[level].occupied &= !(1 << slot);
         while index != NIL {
             let node = nodes.node(index);
-            self.link(nodes, index, node.deadline);
+            self.place(nodes, index, node.deadline, true);
             index = node.next;
         }
+    }
+
+    /// Puts a bucket's list in arming order (ascending sequence number) and
+    /// clears its unsorted bit: a bottom-up merge sort of the linked list
+    /// itself, O(b log b) for `b` entries, stable, no allocation.
+    fn sort_bucket<N: Nodes>(&mut self, nodes: &mut N, level: usize, slot: usize) {
+        let next = |nodes: &N, index: u32| nodes.node(index).next;
+        let mut list = self.levels[level].head[slot];
+        let mut width = 1usize;
+        loop {
+            // One pass: merge neighbouring runs of `width` entries.
+            let mut left = list;
+            let mut tail = NIL;
+            let mut merges = 0;
+            list = NIL;
+            while left != NIL {
+                merges += 1;
+                let mut right = left;
+                let mut left_len = 0;
+                while left_len < width && right != NIL {
+                    left_len += 1;
+                    right = next(nodes, right);
+                }
+                let mut right_len = width;
+                while left_len > 0 || (right_len > 0 && right != NIL) {
+                    let take_left = right_len == 0
+                        || right == NIL
+                        || (left_len > 0 && nodes.seq(left) <= nodes.seq(right));
+                    let chosen = if take_left {
+                        let chosen = left;
+                        left = next(nodes, left);
+                        left_len -= 1;
+                        chosen
+                    } else {
+                        let chosen = right;
+                        right = next(nodes, right);
+                        right_len -= 1;
+                        chosen
+                    };
+                    if tail == NIL {
+                        list = chosen;
+                    } else {
+                        nodes.set_next(tail, chosen);
+                    }
+                    tail = chosen;
+                }
+                left = right;
+            }
+            if tail != NIL {
+                nodes.set_next(tail, NIL);
+            }
+            if merges <= 1 {
+                break;
+            }
+            width *= 2;
+        }
+        // Rebuild the back links and the tail.
+        let mut prev = NIL;
+        let mut index = list;
+        while index != NIL {
+            nodes.set_prev(index, prev);
+            prev = index;
+            index = next(nodes, index);
+        }
+        self.levels[level].head[slot] = list;
+        self.levels[level].tail[slot] = prev;
+        self.levels[level].unsorted &= !(1 << slot);
     }
 }
 

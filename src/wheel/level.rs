@@ -15,6 +15,10 @@ pub(crate) const SLOTS: usize = 1 << SLOT_BITS;
 pub(crate) struct Level {
     /// Bit `s` is set iff bucket `s` is non-empty.
     pub(crate) occupied: u64,
+    /// Bit `s` is set when bucket `s` may be out of arming order (an entry
+    /// was moved within it without relinking; see `hierarchy`). Clear bits
+    /// promise arming order.
+    pub(crate) unsorted: u64,
     pub(crate) head: [u32; SLOTS],
     pub(crate) tail: [u32; SLOTS],
 }
@@ -23,6 +27,7 @@ impl Level {
     pub(crate) const fn new() -> Self {
         Level {
             occupied: 0,
+            unsorted: 0,
             head: [NIL; SLOTS],
             tail: [NIL; SLOTS],
         }

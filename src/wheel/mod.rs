@@ -251,6 +251,57 @@ impl<T> Wheel<T> {
         self.reschedule_at(key, self.now().saturating_add(delay))
     }
 
+    /// Keeps an armed timer if its deadline is already `delays.start()` to
+    /// `delays.end()` ticks from now (both inclusive), else moves it to the
+    /// roundest tick of that window (as [`insert_in_range`](Self::insert_in_range)
+    /// picks). Returns the timer's deadline. A kept timer keeps its place in
+    /// same-tick order; a moved one counts as armed again.
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidRange`] when the range is empty (the timer is not
+    /// touched); [`TimerError::StaleKey`] when the timer already expired or
+    /// was cancelled.
+    pub fn reschedule_in_range(
+        &mut self,
+        key: TimerKey,
+        delays: RangeInclusive<u64>,
+    ) -> Result<u64, TimerError> {
+        let (earliest, latest) = delays.into_inner();
+        if earliest > latest {
+            return Err(TimerError::InvalidRange);
+        }
+        self.reschedule_at_in_range(
+            key,
+            self.now().saturating_add(earliest)..=self.now().saturating_add(latest),
+        )
+    }
+
+    /// [`reschedule_in_range`](Self::reschedule_in_range) with absolute
+    /// ticks (clamped to `now()`).
+    ///
+    /// # Errors
+    /// As [`reschedule_in_range`](Self::reschedule_in_range).
+    pub fn reschedule_at_in_range(
+        &mut self,
+        key: TimerKey,
+        deadlines: RangeInclusive<u64>,
+    ) -> Result<u64, TimerError> {
+        let (earliest, latest) = deadlines.into_inner();
+        if earliest > latest {
+            return Err(TimerError::InvalidRange);
+        }
+        let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
+        let earliest = earliest.max(self.now());
+        let latest = latest.max(self.now());
+        let current = self.slab.get(index).deadline;
+        if (earliest..=latest).contains(&current) {
+            return Ok(current);
+        }
+        let deadline = roundest_tick_in(earliest, latest);
+        self.hierarchy.relink(&mut self.slab, index, deadline);
+        Ok(deadline)
+    }
+
     /// The tick the timer is due at, or `None` if the key is stale.
     pub fn deadline(&self, key: TimerKey) -> Option<u64> {
         let index = self.slab.resolve(key)?;
@@ -265,13 +316,13 @@ impl<T> Wheel<T> {
     /// The payload of an armed timer.
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         let index = self.slab.resolve(key)?;
-        self.slab.get(index).value.as_ref()
+        self.slab.get(index).value()
     }
 
     /// The payload of an armed timer, mutably.
     pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
         let index = self.slab.resolve(key)?;
-        self.slab.get_mut(index).value.as_mut()
+        self.slab.get_mut(index).value_mut()
     }
 
     /// The earliest deadline of any armed timer (`now()` if one is due).
@@ -295,6 +346,13 @@ impl<T> Wheel<T> {
     /// and wakes early at most once per level on the way to a far deadline.
     pub fn next_wakeup(&self) -> Option<u64> {
         self.hierarchy.next_wakeup()
+    }
+
+    /// `true` when a timer is due at `now()`, i.e. the next
+    /// [`poll`](Self::poll) returns one without moving time. O(1): cheaper
+    /// than a poll that finds nothing.
+    pub fn is_due_now(&self) -> bool {
+        self.hierarchy.due_now()
     }
 
     /// Ticks from now until the next timer is due, at most `cap`. Returns `cap`
@@ -390,7 +448,7 @@ impl<T> Wheel<T> {
                 let item = (
                     self.slab.key_of(index),
                     entry.deadline,
-                    entry.value.as_ref().expect("linked entry is occupied"),
+                    entry.value().expect("linked entry is occupied"),
                 );
                 index = entry.next;
                 Some(item)

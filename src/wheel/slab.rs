@@ -17,8 +17,16 @@
 //! so every key handed out for the previous occupant becomes stale. An entry
 //! whose generation would wrap is retired instead of reused: a stale key can
 //! therefore never match a later timer, not even after four billion reuses.
+//!
+//! The payload is a `MaybeUninit<T>` with a separate `occupied` flag rather
+//! than an `Option<T>`: for a word-sized `T` the option's tag costs a whole
+//! word of padding, and that word holds the arming sequence number instead
+//! (see `hierarchy`), so a `Wheel<usize>` entry stays at 40 bytes. The flag
+//! and the payload change together in `insert`/`remove` only, and `Drop` and
+//! `Clone` look at the flag; that is all the `unsafe` here relies on.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 use super::hierarchy::{Node, Nodes, UNLINKED};
 
@@ -66,12 +74,14 @@ impl fmt::Debug for TimerKey {
     }
 }
 
-/// One slab cell. `value` is `Some` exactly while the cell holds an armed timer.
-#[derive(Clone)]
+/// One slab cell. `value` is initialised exactly while `occupied` is set,
+/// i.e. while the cell holds an armed timer.
 pub(crate) struct Entry<T> {
-    pub(crate) value: Option<T>,
+    value: MaybeUninit<T>,
     /// The tick the timer is due at (already clamped to be `>= now`).
     pub(crate) deadline: u64,
+    /// When the timer was last armed, for same-tick order (see `hierarchy`).
+    pub(crate) seq: u64,
     /// Previous and next entry in the same bucket, or [`NIL`].
     /// For a vacant entry `next` links the free list.
     pub(crate) prev: u32,
@@ -79,10 +89,26 @@ pub(crate) struct Entry<T> {
     generation: u32,
     /// Which bucket (`level * SLOTS + slot`) holds this entry, or `UNLINKED`.
     pub(crate) bucket: u16,
+    occupied: bool,
+}
+
+impl<T> Entry<T> {
+    /// The payload of an occupied entry.
+    pub(crate) fn value(&self) -> Option<&T> {
+        // SAFETY: `value` is initialised while `occupied` is set.
+        self.occupied
+            .then(|| unsafe { self.value.assume_init_ref() })
+    }
+
+    /// The payload of an occupied entry, mutably.
+    pub(crate) fn value_mut(&mut self) -> Option<&mut T> {
+        // SAFETY: `value` is initialised while `occupied` is set.
+        self.occupied
+            .then(|| unsafe { self.value.assume_init_mut() })
+    }
 }
 
 /// The slab: entries plus a LIFO free list threaded through vacant entries.
-#[derive(Clone)]
 pub(crate) struct Slab<T> {
     entries: Vec<Entry<T>>,
     free_head: u32,
@@ -113,7 +139,8 @@ impl<T> Slab<T> {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
             self.free_head = entry.next;
-            entry.value = Some(value);
+            entry.value = MaybeUninit::new(value);
+            entry.occupied = true;
             return TimerKey {
                 index,
                 generation: entry.generation,
@@ -136,12 +163,14 @@ impl<T> Slab<T> {
             self.grow();
         }
         self.entries.push(Entry {
-            value: Some(value),
+            value: MaybeUninit::new(value),
             deadline: 0,
+            seq: 0,
             prev: NIL,
             next: NIL,
             generation: 0,
             bucket: UNLINKED,
+            occupied: true,
         });
         TimerKey {
             index: index as u32,
@@ -165,7 +194,11 @@ impl<T> Slab<T> {
     /// Frees an occupied entry (already unlinked) and returns its value.
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let entry = &mut self.entries[index as usize];
-        let value = entry.value.take().expect("slab: removing a vacant entry");
+        assert!(entry.occupied, "slab: removing a vacant entry");
+        entry.occupied = false;
+        // SAFETY: it was occupied, so `value` is initialised; clearing the
+        // flag first means it is read out exactly once.
+        let value = unsafe { entry.value.assume_init_read() };
         self.len -= 1;
         if entry.generation == u32::MAX {
             // Retire: never hand this index out again, so no stale key can
@@ -181,7 +214,7 @@ impl<T> Slab<T> {
     /// The index of the armed timer `key` names, or `None` when it is stale.
     pub(crate) fn resolve(&self, key: TimerKey) -> Option<u32> {
         let entry = self.entries.get(key.index as usize)?;
-        (entry.generation == key.generation && entry.value.is_some()).then_some(key.index)
+        (entry.generation == key.generation && entry.occupied).then_some(key.index)
     }
 
     pub(crate) fn key_of(&self, index: u32) -> TimerKey {
@@ -200,8 +233,57 @@ impl<T> Slab<T> {
     }
 }
 
+impl<T> Drop for Slab<T> {
+    fn drop(&mut self) {
+        if !std::mem::needs_drop::<T>() {
+            return;
+        }
+        for entry in &mut self.entries {
+            if entry.occupied {
+                entry.occupied = false;
+                // SAFETY: occupied, so initialised; dropped once (flag cleared).
+                unsafe { entry.value.assume_init_drop() };
+            }
+        }
+    }
+}
+
+impl<T: Clone> Clone for Slab<T> {
+    fn clone(&self) -> Self {
+        let mut entries = Vec::with_capacity(self.entries.capacity());
+        entries.extend(self.entries.iter().map(|entry| Entry {
+            value: match entry.value() {
+                Some(value) => MaybeUninit::new(value.clone()),
+                None => MaybeUninit::uninit(),
+            },
+            deadline: entry.deadline,
+            seq: entry.seq,
+            prev: entry.prev,
+            next: entry.next,
+            generation: entry.generation,
+            bucket: entry.bucket,
+            occupied: entry.occupied,
+        }));
+        Slab {
+            entries,
+            free_head: self.free_head,
+            len: self.len,
+        }
+    }
+}
+
 /// The slab is where a [`Wheel`](super::Wheel)'s hierarchy keeps its links.
 impl<T> Nodes for Slab<T> {
+    const ORDERED: bool = true;
+
+    fn seq(&self, index: u32) -> u64 {
+        self.entries[index as usize].seq
+    }
+
+    fn set_seq(&mut self, index: u32, seq: u64) {
+        self.entries[index as usize].seq = seq;
+    }
+
     fn node(&self, index: u32) -> Node {
         let entry = &self.entries[index as usize];
         Node {

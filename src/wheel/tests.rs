@@ -221,6 +221,75 @@ fn reschedule_within_the_same_bucket_updates_the_deadline() {
 }
 
 #[test]
+fn moves_within_a_high_bucket_keep_last_arming_order() {
+    // From tick 0, ticks 4096..8192 share bucket 1 of level 2. `a` is moved
+    // while not last in that bucket, which leaves it in place (lazy move);
+    // on its tick it must still fire after `b`, which was armed for that
+    // tick after `a`'s first arming but before its move.
+    let mut w = Wheel::new();
+    let a = w.insert_at(5000, 'a');
+    let _b = w.insert_at(6000, 'b');
+    let _c = w.insert_at(7000, 'c');
+    w.reschedule_at(a, 6000).unwrap();
+    let _d = w.insert_at(6000, 'd');
+    assert_eq!(
+        drain(&mut w, 8000),
+        [(6000, 'b'), (6000, 'a'), (6000, 'd'), (7000, 'c')]
+    );
+}
+
+#[test]
+fn many_lazy_moves_fire_in_last_arming_order() {
+    // 200 timers on four ticks of one level-3 bucket, each moved several
+    // times in a scrambled order: per tick they must come out in the order
+    // of their last arming, through cascades across levels 2, 1 and 0.
+    let mut w = Wheel::new();
+    let base = 3 << 18;
+    let ticks = [base + 7, base + 4099, base + 70_000, base + 100_000];
+    let keys: Vec<TimerKey> = (0..200u32)
+        .map(|i| w.insert_at(ticks[i as usize % 4] + 1, i))
+        .collect();
+    let mut last_armed = Vec::new();
+    let mut x = 12345u32;
+    for round in 0..1000 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let i = (x >> 8) as usize % keys.len();
+        let tick = ticks[(i + round) % 4];
+        w.reschedule_at(keys[i], tick).unwrap();
+        last_armed.retain(|&(j, _)| j != i);
+        last_armed.push((i, tick));
+    }
+    // Timers never moved keep their first arming (tick + 1), before all moves.
+    let mut expected: Vec<(u64, u32)> = (0..200usize)
+        .filter(|i| last_armed.iter().all(|&(j, _)| j != *i))
+        .map(|i| (ticks[i % 4] + 1, i as u32))
+        .collect();
+    expected.extend(last_armed.iter().map(|&(i, tick)| (tick, i as u32)));
+    // A stable sort by tick keeps arming order within a tick.
+    expected.sort_by_key(|&(tick, _)| tick);
+    assert_eq!(drain(&mut w, base + 200_000), expected);
+}
+
+#[test]
+fn is_due_now_tells_whether_a_poll_at_now_returns_a_timer() {
+    let mut w = Wheel::new();
+    assert!(!w.is_due_now());
+    w.insert_at(5000, 'a');
+    w.insert_at(5000, 'b');
+    w.insert_at(5001, 'c');
+    assert!(!w.is_due_now());
+    // `a` and `b` cascade from level 2 to tick 5000 together.
+    assert_eq!(w.poll(10_000).unwrap().value, 'a');
+    assert!(w.is_due_now());
+    assert_eq!(w.poll(w.now()).unwrap().value, 'b');
+    assert!(!w.is_due_now(), "c is due at 5001, not now");
+    w.insert(0, 'd');
+    assert!(w.is_due_now());
+    assert_eq!(w.poll(w.now()).unwrap().value, 'd');
+    assert!(!w.is_due_now());
+}
+
+#[test]
 fn reschedule_moves_between_levels() {
     let mut w = Wheel::new();
     let k = w.insert(1_000_000, 1);

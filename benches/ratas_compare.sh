@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Ratas' benchmark workload, side by side: Ratas' own binary (if given),
+# tickwheel's `Wheel` (benches/ratas.rs) and tickwheel's C ABI
+# (ffi-tests/ratas_workload.c). User CPU seconds, paired alternating runs.
+#
+# Usage: RATAS_BENCH=/path/to/ratas_benchmark bash benches/ratas_compare.sh
+#   RATAS_PAIRS (default "5 100 1000"), RATAS_ROUNDS (default 3).
+# This script never fetches or builds Ratas. Build Ratas' own benchmark from
+# its repository (github.com/jsnell/ratas, src/test/test_benchmark.cc, with
+# g++ -O3) yourself and point RATAS_BENCH at the binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pairs=${RATAS_PAIRS:-"5 100 1000"}
+rounds=${RATAS_ROUNDS:-3}
+ratas=${RATAS_BENCH:-}
+if [ -z "$ratas" ] || [ ! -x "$ratas" ]; then
+    echo "Ratas was not found (RATAS_BENCH is unset or not executable): only tickwheel runs."
+    echo "Build Ratas' own benchmark from its repository and set RATAS_BENCH=/path/to/it."
+    ratas=""
+fi
+
+cargo build --release --lib --quiet
+target_dir=$(cargo metadata --format-version 1 --no-deps |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+cargo bench --bench ratas --no-run --quiet 2>/dev/null || cargo bench --bench ratas --no-run
+rust_bench=$(ls -t "$target_dir"/release/deps/ratas-* | grep -v '\.d$' | head -n 1)
+c_bench="$target_dir/release/ratas_workload_c"
+gcc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude -o "$c_bench" ffi-tests/ratas_workload.c \
+    "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
+
+# One run of a Ratas-style binary: prints "seconds checksum".
+run_env() {
+    BENCH_PRINT_TRACE=no BENCH_PAIR_COUNT=$1 BENCH_ALLOW_SCHEDULE_IN_RANGE=$2 "$3" 2>/dev/null |
+        tail -n 1 | awk -F, '{print $4, $5}'
+}
+run_rust() {
+    RATAS_PAIRS=$1 RATAS_ROUNDS=1 RATAS_BENCH= RATAS_RANGE=$2 "$rust_bench" --bench |
+        awk -F'|' -v r="$2" '$3 ~ r {gsub(/ /, "", $5); split($7, c, " "); print $5, c[3]}'
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | C ABI (s) | C/Wheel | checksums |"
+echo "|---:|:---:|---:|---:|---:|---:|---:|---|"
+for p in $pairs; do
+    for range in yes no; do
+        : >/tmp/tw_ratas_r; : >/tmp/tw_ratas_w; : >/tmp/tw_ratas_c
+        sums=""
+        for _ in $(seq "$rounds"); do
+            if [ -n "$ratas" ]; then
+                read -r s c < <(run_env "$p" "$range" "$ratas"); echo "$s" >>/tmp/tw_ratas_r; sr=$c
+            fi
+            read -r s c < <(run_rust "$p" "$range"); echo "$s" >>/tmp/tw_ratas_w; sw=$c
+            read -r s c < <(run_env "$p" "$range" "$c_bench"); echo "$s" >>/tmp/tw_ratas_c; sc=$c
+            sums="${sr:-n/a} / $sw / $sc"
+        done
+        w=$(median </tmp/tw_ratas_w); cc=$(median </tmp/tw_ratas_c)
+        if [ -n "$ratas" ]; then r=$(median </tmp/tw_ratas_r); wr=$(awk -v a="$w" -v b="$r" 'BEGIN{printf "%.2fx", a/b}'); else r="not found"; wr="-"; fi
+        cw=$(awk -v a="$cc" -v b="$w" 'BEGIN{printf "%.2fx", a/b}')
+        echo "| $p | $range | $r | $w | $wr | $cc | $cw | $sums |"
+    done
+done
