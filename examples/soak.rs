@@ -1,5 +1,5 @@
 //! Soak: several threads churn timers for a given time and every invariant of
-//! TESTING.md is checked at quiescent points; live memory is printed once a
+//! docs/VERIFYING.md is checked at quiescent points; live memory is printed once a
 //! second. Exits non-zero on any violation, including memory that does not
 //! return to its baseline at the end.
 //!

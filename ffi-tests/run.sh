@@ -16,10 +16,13 @@ cd "$(dirname "$0")/.."
 modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(plain shared asan valgrind)
 
-cargo build --lib --quiet
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-libdir="$target_dir/debug"
+# The package builds only an rlib by default; the C libraries are built with
+# explicit crate types into a target directory of their own, the same one as
+# tests/ffi_c.rs uses (so whichever runs first builds, the other reuses it).
+CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --lib --crate-type staticlib,cdylib --quiet
+libdir="$target_dir/ffi/debug"
 [ -f "$libdir/libtickwheel.a" ] || { echo "no $libdir/libtickwheel.a" >&2; exit 1; }
 
 build=ffi-tests/build
@@ -28,7 +31,7 @@ cflags=(-std=c11 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude)
 cxxflags=(-std=c++17 -Wall -Wextra -Wpedantic -Werror -g -O1 -Iinclude)
 # What `rustc --print native-static-libs` lists for this target.
 libs=(-lgcc_s -lutil -lrt -lpthread -lm -ldl)
-supp=ffi-tests/valgrind.supp
+supp=share/tickwheel/valgrind.supp
 
 # compile_cpp <suffix> <library> <extra flags...>: the C++ tests (the
 # -fno-exceptions one checks the wrapper's error-code API).

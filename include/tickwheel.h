@@ -72,6 +72,21 @@
 #define TW_TIMER_ON_SHARD 2
 
 /**
+ * The major version of the header (`Cargo.toml`'s version, first number).
+ */
+#define TICKWHEEL_VERSION_MAJOR 0
+
+/**
+ * The minor version of the header.
+ */
+#define TICKWHEEL_VERSION_MINOR 1
+
+/**
+ * The patch version of the header.
+ */
+#define TICKWHEEL_VERSION_PATCH 0
+
+/**
  * What a `tw_` function did. The numbers are fixed: a code never changes
  * meaning and new codes only get new numbers. `tw_result_str` names each.
  */
@@ -888,6 +903,20 @@ TW_MUST_USE tw_result tw_timer_free(const struct tw_service *service, uint64_t t
  * with contexts that stay valid as long as described above.
  */
 TW_MUST_USE tw_result tw_timer_forget(const struct tw_service *service, uint64_t timer);
+
+/**
+ * The version of the loaded library as a static NUL-terminated string,
+ * `"MAJOR.MINOR.PATCH"` (with a `-pre` suffix for a pre-release), the same
+ * as the package version. Never returns NULL; the string lives for the
+ * whole program.
+ *
+ * Compare it with the header's `TICKWHEEL_VERSION_MAJOR`, `_MINOR` and
+ * `_PATCH` to check that a shared library matches the header a program was
+ * built with.
+ *
+ * Thread safety: may be called from any thread.
+ */
+const char *tw_version(void);
 
 /**
  * Creates an empty wheel whose time is `start_tick` and writes it to

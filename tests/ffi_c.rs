@@ -1,11 +1,12 @@
 //! Builds the C11 and C++17 tests in `ffi-tests/` against the static (and
-//! shared) library that `cargo test` just built, with
+//! shared) library, built on first use (see `library_dir`), with
 //! `-Wall -Wextra -Wpedantic -Werror`, and runs them. The sanitizer and
 //! valgrind runs of the same programs are in `ffi-tests/run.sh` (.ci/run).
 #![cfg(all(target_os = "linux", not(any(loom, miri))))]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const C_FLAGS: &[&str] = &[
     "-std=c11",
@@ -32,32 +33,48 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The profile directory (`<target>/debug`) this test binary was built into:
-/// cargo builds the library's `staticlib` and `cdylib` there before running
-/// integration tests, whatever `CARGO_TARGET_DIR` is.
+/// The directory holding `libtickwheel.a` and `libtickwheel.so`, built once
+/// per test run.
+///
+/// The package's `[lib]` has only the default crate type (Rust dependents
+/// must not build C libraries), so this builds the two C libraries itself:
+/// `cargo rustc --lib --crate-type staticlib,cdylib` into `<target>/ffi`, a
+/// target directory of its own. Its own directory because `cargo test` may
+/// still hold the lock on the main one, and so that the `debug` rlib's build
+/// is not replaced by a build with other crate types. Cargo's fingerprints
+/// make later runs a no-op; `ffi-tests/run.sh` uses the same directory.
 fn library_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // <target>/<profile>/deps/ffi_c-<hash>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary in <target>/<profile>/deps")
-        .to_path_buf();
-    let lib = dir.join("libtickwheel.a");
-    if !lib.exists() {
-        // Not built (an unusual cargo invocation): build it into the same
-        // target directory.
-        let target = dir.parent().expect("target directory");
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--lib"])
-            .env("CARGO_TARGET_DIR", target)
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        // <target>/<profile>/deps/ffi_c-<hash>
+        let target = exe
+            .ancestors()
+            .nth(3)
+            .expect("test binary in <target>/<profile>/deps")
+            .join("ffi");
+        let result = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["rustc", "--lib", "--crate-type", "staticlib,cdylib"])
+            .env("CARGO_TARGET_DIR", &target)
             .current_dir(root())
-            .status()
-            .expect("run cargo build --lib");
-        assert!(status.success(), "cargo build --lib failed");
-    }
-    assert!(lib.exists(), "{} not found", lib.display());
-    dir
+            .output()
+            .expect("run cargo rustc");
+        assert!(
+            result.status.success(),
+            "cargo rustc --lib --crate-type staticlib,cdylib failed:\n{}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        let dir = target.join("debug");
+        for lib in ["libtickwheel.a", "libtickwheel.so"] {
+            assert!(
+                dir.join(lib).exists(),
+                "{} not built",
+                dir.join(lib).display()
+            );
+        }
+        dir
+    })
+    .clone()
 }
 
 fn out_dir() -> PathBuf {

@@ -56,7 +56,37 @@ fn committed_header_is_up_to_date() {
         "tw_shard_poll",
         "tw_wheel_advance",
         "tw_result_str",
+        "tw_version",
     ] {
         assert!(committed.contains(name), "{name} missing from the header");
     }
+}
+
+/// The version macros C programs compile against are Cargo.toml's version.
+#[test]
+fn header_version_macros_are_the_package_version() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let header =
+        std::fs::read_to_string(root.join("include/tickwheel.h")).expect("read the header");
+    let define = |name: &str| -> String {
+        let prefix = format!("#define {name} ");
+        header
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("{name} not defined in include/tickwheel.h"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        define("TICKWHEEL_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MAJOR")
+    );
+    assert_eq!(
+        define("TICKWHEEL_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_MINOR")
+    );
+    assert_eq!(
+        define("TICKWHEEL_VERSION_PATCH"),
+        env!("CARGO_PKG_VERSION_PATCH")
+    );
 }

@@ -1,5 +1,5 @@
 //! loom models of every cross-thread protocol of the timer service
-//! (CONTRACT.md item 19).
+//! (docs/CONTRACT.md item 19).
 //!
 //! Run (see README / .ci/run):
 //! `RUSTFLAGS="--cfg loom -C debug_assertions" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_service`

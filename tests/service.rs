@@ -1,4 +1,4 @@
-//! Contract tests for the timer service (CONTRACT.md items 1-16), each named
+//! Contract tests for the timer service (docs/CONTRACT.md items 1-16), each named
 //! after the item it checks. Deterministic: one embedded shard on a manual
 //! clock, unless the item is about threads.
 #![cfg(not(loom))]

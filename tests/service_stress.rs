@@ -1,7 +1,7 @@
 //! Stress test of the timer service: several threads start, stop, restart and
 //! drop timers at random across shards while the shards are driven, and every
-//! invariant of TESTING.md is checked ("Invariants every stress, soak and
-//! fuzz run checks").
+//! invariant of docs/VERIFYING.md is checked ("Invariants checked by every
+//! stress, soak and fuzz run").
 //!
 //! Each timer is operated on by exactly one thread, which keeps the history
 //! of its armings (when armed, with what delay, and how each arming ended as
@@ -663,7 +663,7 @@ fn stress_embedded_workers() {
     service.shutdown();
 }
 
-/// Minimal reproducer (fails today): CONTRACT.md 13 says a stopped timer's
+/// Minimal reproducer (fails today): docs/CONTRACT.md item 13 says a stopped timer's
 /// memory is reclaimed by the owner's next tick or poll, "not at the deadline
 /// it would have had". A built-in driver thread sleeps until its earliest
 /// deadline, and a STOP (or a handle drop) sends the owner a message without
@@ -708,7 +708,7 @@ fn stopped_timer_is_reclaimed_before_its_old_deadline_on_a_sleeping_driver_threa
     }
 }
 
-/// Minimal reproducer (fails today): CONTRACT.md 11 says a callback may STOP
+/// Minimal reproducer (fails today): docs/CONTRACT.md item 11 says a callback may STOP
 /// its own timer. A periodic timer whose handle was given up with
 /// `forget()` cannot: `Expiry::stop_id(own id)` returns `Inactive` (STOP
 /// needs the HANDLE bit) and the timer keeps firing until shutdown, while

@@ -39,6 +39,7 @@ mod result;
 mod service;
 mod shard;
 mod timer;
+mod version;
 mod wheel;
 
 pub use result::{tw_result, tw_result_describe, tw_result_str};
@@ -56,6 +57,9 @@ pub use timer::{
     tw_timer_free, tw_timer_is_armed, tw_timer_restart, tw_timer_schedule, tw_timer_spec,
     tw_timer_start, tw_timer_start_periodic, tw_timer_start_within, tw_timer_stop,
     tw_timer_stop_sync, TW_TIMER_BURST, TW_TIMER_ON_SHARD,
+};
+pub use version::{
+    tw_version, TICKWHEEL_VERSION_MAJOR, TICKWHEEL_VERSION_MINOR, TICKWHEEL_VERSION_PATCH,
 };
 pub use wheel::{
     tw_wheel, tw_wheel_advance, tw_wheel_cancel, tw_wheel_clear, tw_wheel_deadline,

@@ -44,7 +44,7 @@ impl Expiry<'_> {
 
     /// The service's "now" while this callback runs: the tick being
     /// processed, which is this timer's deadline tick even when one poll
-    /// covers many ticks (CONTRACT.md item 6).
+    /// covers many ticks (docs/CONTRACT.md item 6).
     pub fn now_tick(&self) -> u64 {
         self.deadline
     }
