@@ -602,3 +602,40 @@ fn sleeping_owner_vs_earlier_restart() {
         drop(service);
     });
 }
+
+/// The shutdown sweep against callbacks and threads that drop handles
+/// (CONTRACT 15 and 19; issue 12 item 3). Timer A's callback owns the handle
+/// of timer B on the same shard, so the sweep, dropping A's callback, drops
+/// B's handle on the owner's thread (a release applied at once) while
+/// another thread cancels timer C and the service shuts down. Before issue
+/// 12, the sweep then unlinked B from a wheel it had already emptied
+/// ("attempt to subtract with overflow"). Every capture must be dropped
+/// exactly once and nothing may run.
+#[test]
+fn shutdown_sweep_vs_handle_drops() {
+    model("shutdown_sweep_vs_handle_drops", || {
+        let (service, mut guard, _clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let held = service.start(TICK * 50, counting_callback(&probe)).unwrap();
+        let holder_capture = DropCounter(probe.clone());
+        let holder = service
+            .start(TICK * 40, move |_| {
+                let _ = (&holder_capture, &held);
+                unreachable!("nothing fires: the clock does not move");
+            })
+            .unwrap();
+        holder.forget();
+        let other = service.start(TICK * 60, counting_callback(&probe)).unwrap();
+        guard.poll().unwrap();
+        let canceller = thread::spawn(move || {
+            assert!(matches!(other.cancel(), Stop::Cancelled | Stop::Inactive));
+        });
+        service.shutdown();
+        assert_eq!(guard.poll(), Err(TimerError::Shutdown));
+        canceller.join().unwrap();
+        drop(guard);
+        drop(service);
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(probe.drops.load(SeqCst), 3, "every capture dropped once");
+    });
+}

@@ -1,5 +1,5 @@
 //! Randomized schedules of the whole timer service under shuttle
-//! (TESTING.md layer 3b; issue 12, Build item 3).
+//! (docs/VERIFYING.md layer 3b; issue 12, Build item 3).
 //!
 //! loom proves small protocols exhaustively (2-3 threads, a handful of
 //! operations). These scenarios are far bigger: 5-7 threads (operators,
@@ -14,7 +14,7 @@
 //! consistent (a `Cancelled` stop is never followed by that arming's
 //! callback; two stops never both `Cancelled`), every arming fired,
 //! cancelled, moved or still armed, and every slot reclaimed, also while the
-//! owner sleeps (CONTRACT.md 13).
+//! owner sleeps (docs/CONTRACT.md 13).
 //!
 //! The service uses shuttle's primitives through `src/sync.rs`, so this file
 //! only builds with `--cfg shuttle`:
@@ -665,7 +665,7 @@ fn churn(owners: Owners) {
 
     // Every handle is gone. The owners must free every slot without anyone
     // starting another timer: a sleeping owner is woken by the first stop or
-    // release since it last looked (CONTRACT.md 13; issue 12 Why 1).
+    // release since it last looked (docs/CONTRACT.md 13; issue 12 Why 1).
     let started = totals.started.load(SeqCst) + SHARED as u64;
     let mut yields = 0;
     while service.stats().freed != started {
