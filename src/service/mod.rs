@@ -92,9 +92,8 @@ const WAKE_AFTER_PENDING: usize = 4096;
 #[cfg(not(loom))]
 const PENDING_LIMIT: usize = 1 << 13;
 /// Out of the models' reach under loom: a producer waiting for an owner that
-/// a model has let go of spins until shutdown, which exhausts loom's branch
-/// budget. The wait is checked on real threads instead
-/// (`tests/service_wake.rs`, `item20_...`).
+/// a model has let go of spins, which multiplies loom's branches. The wait
+/// is checked on real threads instead (`tests/service_wake.rs`, `item20_...`).
 #[cfg(loom)]
 const PENDING_LIMIT: usize = 1 << 10;
 
@@ -540,16 +539,27 @@ impl Inner {
         }
     }
 
-    /// Backpressure: `PENDING_LIMIT` messages already wait for `shard`'s
-    /// owner, so this producer waits until the owner has taken them in.
+    /// Backpressure (CONTRACT 20): `PENDING_LIMIT` messages already wait for
+    /// `shard`'s owner, so this producer gives the owner time to take them
+    /// in before adding another: it spins, yields, then sleeps in 50 µs
+    /// steps, for about a millisecond at most, and then goes ahead anyway.
     ///
-    /// Only a thread that owns no shard of this service waits idly. An owner
-    /// (in a callback, or an embedded owner between polls) takes in its own
-    /// intake while it waits, so two owners that each wait for the other
-    /// still both make progress.
+    /// Slowed, never blocked: an owner that has stopped polling altogether
+    /// must not block other threads (CONTRACT 7), so the wait is bounded;
+    /// producers that outrun an owner run at about one operation per
+    /// millisecond each until it catches up, which is what keeps the owner's
+    /// backlog short enough for its timers to fire. Waits are counted
+    /// (`Stats::held_back`).
+    ///
+    /// An owner (in a callback, or an embedded owner between polls) takes in
+    /// its own intake while it waits, so two owners that each wait for the
+    /// other both make progress.
     #[cold]
     fn wait_for_backlog(&self, shard: usize) {
+        /// Backoff rounds: 64 spins, 64 yields, then 20 sleeps of 50 µs.
+        const MAX_ROUNDS: u32 = 148;
         let target = &self.shards[shard];
+        target.counters.held_back.fetch_add(1, Ordering::Relaxed);
         let (service, own) = OWNED_SHARD.with(|owned| owned.get());
         // Make sure the owner is not asleep; after that, waking it again on
         // every turn would only take CPU from it.
@@ -557,7 +567,8 @@ impl Inner {
             self.wake(shard);
         }
         let mut spins = 0;
-        while target.intake.pending() >= PENDING_LIMIT && !self.is_shut_down() {
+        while target.intake.pending() >= PENDING_LIMIT && spins < MAX_ROUNDS && !self.is_shut_down()
+        {
             if service == self.address() {
                 // SAFETY: this thread holds the claim of shard `own`, and no
                 // reference into its core is live while user code runs.

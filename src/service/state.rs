@@ -36,28 +36,36 @@
 //! an owner that tries to fire the old arming fails its CAS and waits for the
 //! message carrying the new deadline: one arming fires at most once.
 //!
-//! # Why the 24-bit `seq` never laps
+//! # How far `seq` can run ahead of the owner
 //!
 //! The owner compares `seq` in two places: a message's tag against the word
 //! (is this the newest arming?) and the arming it linked (`linked_seq`)
 //! against the word (is the entry it just popped still current?). Both go
 //! wrong only if the word's `seq` moved on by a whole multiple of 2^24 since
-//! the owner last looked. That cannot happen, by construction:
+//! the owner last looked. What bounds that:
 //!
 //! 1. Every change of `seq` is a RESTART or a RELEASE, and each of those
 //!    either runs on the owner's thread (applied at once: the owner has
-//!    seen it) or pushes one intake message. (A STOP of a running callback
-//!    sets `HALTED` instead of bumping `seq`, and sets it once, so repeated
-//!    stops during a long callback move nothing; the owner's own periodic
-//!    re-arm is applied by the owner.)
-//! 2. So the moves the owner has not seen are at most the messages not yet
-//!    processed (queued, or taken but not yet applied: a shard takes in at
-//!    most what was queued) plus one per producer thread between its CAS and
-//!    its push.
-//! 3. A producer that finds `PENDING_LIMIT` (2^13) messages already queued
-//!    for a shard waits before its push (`Inner::send`'s backpressure), so
-//!    queued messages stay below 2^13 + threads, and unseen moves below
-//!    2^14 + 3 x threads: far below 2^24 for any real thread count.
+//!    seen it) or pushes exactly one intake message. A STOP of a running
+//!    callback sets `HALTED` instead, once, so repeated stops during a long
+//!    callback move nothing (before issue 12 each one bumped `seq`); the
+//!    owner's own periodic re-arm is applied by the owner.
+//! 2. While the owner takes in its intake, the moves it has not seen are at
+//!    most the messages waiting for it, plus one per producer between its
+//!    CAS and its push. Backpressure keeps the waiting messages near
+//!    `PENDING_LIMIT` (2^13): past it, each producer is held about a
+//!    millisecond per operation (`Inner::wait_for_backlog`).
+//! 3. While an owner takes in nothing at all (stalled, or an embedded owner
+//!    that stopped polling), producers are not blocked (CONTRACT 7) but run
+//!    at about one operation per millisecond each: 2^24 moves of one timer
+//!    need the owner stalled for 2^24 ms / threads, over four hours divided
+//!    by the number of threads restarting that one timer.
+//! 4. Not bounded by the above: a restarter descheduled between its CAS and
+//!    its push while other threads restart the same timer 2^24 times (and
+//!    the owner keeps up); its late message then names a `seq` the word has
+//!    come back to, and the owner takes its deadline. The effect stays
+//!    within that timer (the deadline of a restart that did happen, applied
+//!    late); no other timer and no memory is touched.
 
 pub(crate) const ARM_MASK: u64 = 0b11;
 pub(crate) const FREE: u64 = 0;

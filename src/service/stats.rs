@@ -69,6 +69,9 @@ pub(crate) struct ShardCounters {
     pub(crate) armed: OwnerCounter,
     max_lateness: OwnerCounter,
     lateness: [OwnerCounter; BUCKETS],
+    /// Operations of other threads that found this shard's intake full and
+    /// waited for the owner (many writers, hence a real RMW; a cold path).
+    pub(crate) held_back: AtomicU64,
     /// The tick by which the owner must next poll, as of its last poll
     /// (`u64::MAX`: nothing armed), for the waiting part of `lateness_max`.
     pub(crate) next_due_tick: OwnerCounter,
@@ -84,6 +87,7 @@ impl Default for ShardCounters {
             armed: OwnerCounter::default(),
             max_lateness: OwnerCounter::default(),
             lateness: std::array::from_fn(|_| OwnerCounter::default()),
+            held_back: AtomicU64::new(0),
             next_due_tick: OwnerCounter(AtomicU64::new(u64::MAX)),
         }
     }
@@ -117,6 +121,10 @@ pub struct Stats {
     pub freed: u64,
     /// Timers in the shards' wheels as of each owner's last poll.
     pub armed: u64,
+    /// Operations by other threads that found a shard's intake full (8192
+    /// messages waiting) and were slowed down to let its owner catch up
+    /// (backpressure, CONTRACT 20).
+    pub held_back: u64,
     /// Timer slots ever allocated (the memory high-water mark, in slots).
     pub slots: u64,
     /// Bytes one slot takes: the service's own bookkeeping per timer, its
@@ -143,6 +151,7 @@ impl Stats {
             overruns: 0,
             freed: 0,
             armed: 0,
+            held_back: 0,
             slots: inner.arena.slots() as u64,
             slot_bytes: std::mem::size_of::<super::arena::Slot>() as u64,
             lateness_p50: Duration::ZERO,
@@ -157,6 +166,7 @@ impl Stats {
             stats.overruns += c.overruns.get();
             stats.freed += c.freed.get();
             stats.armed += c.armed.get();
+            stats.held_back += c.held_back.load(Ordering::Relaxed);
             max = max.max(c.max_lateness.get());
             for (total, bucket) in histogram.iter_mut().zip(c.lateness.iter()) {
                 *total += bucket.get();
