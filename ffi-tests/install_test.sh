@@ -37,7 +37,7 @@ fail() {
 }
 
 step "cargo cinstall --release --prefix $prefix --destdir DESTDIR"
-cargo cinstall --release --quiet --prefix "$prefix" --libdir lib --destdir "$dest"
+cargo cinstall --release --prefix "$prefix" --libdir lib --destdir "$dest"
 (cd "$dest" && find . -type f -o -type l | sort)
 
 for file in include/tickwheel/tickwheel.h include/tickwheel/tickwheel.hpp \
