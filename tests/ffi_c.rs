@@ -139,10 +139,13 @@ fn c_api() {
 fn c_api_through_the_shared_library() {
     let dir = library_dir();
     assert!(dir.join("libtickwheel.so").exists(), "cdylib not built");
+    // `--disable-new-dtags`: an RPATH (not a RUNPATH), which outranks the
+    // LD_LIBRARY_PATH that `cargo test` sets (it names `target/debug`, where
+    // an older checkout may have left a libtickwheel.so of its own).
     let link = vec![
         format!("-L{}", dir.display()),
         "-ltickwheel".to_owned(),
-        format!("-Wl,-rpath,{}", dir.display()),
+        format!("-Wl,--disable-new-dtags,-rpath,{}", dir.display()),
     ];
     let program = compile("gcc", C_FLAGS, "test_c.c", "test_c_shared", &link);
     run(&program, &[]);
