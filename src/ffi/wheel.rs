@@ -43,6 +43,43 @@ impl std::fmt::Debug for tw_wheel {
     }
 }
 
+/// The body of every `tw_wheel_schedule*` function: arm a timer with
+/// `insert`, write its key to `*key_out` and, when `tick_out` is not NULL,
+/// the deadline tick it got.
+///
+/// # Safety
+/// As for the exported functions: `wheel` is NULL or a live wheel, `key_out`
+/// and `tick_out` are NULL or writable.
+#[inline]
+unsafe fn schedule_with(
+    wheel: *const tw_wheel,
+    key_out: *mut u64,
+    tick_out: *mut u64,
+    insert: impl FnOnce(&mut Wheel<*mut c_void>) -> Result<TimerKey, crate::TimerError>,
+) -> tw_result {
+    boundary(|| {
+        let key_out = out(key_out)?;
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let (key, tick) = wheel.with(|w| {
+            let key = insert(w)?;
+            // Only looked up when asked for: the plain schedule calls are
+            // the hot path of C users.
+            let tick = tick_out.map(|_| w.deadline(key).unwrap_or_default());
+            Ok::<_, tw_result>((key, tick))
+        })?;
+        // SAFETY: checked by `out` and `out_opt`.
+        unsafe {
+            put(key_out, key_to_c(key));
+            if let Some(tick) = tick {
+                put_opt(tick_out, tick);
+            }
+        }
+        Ok(())
+    })
+}
+
 impl tw_wheel {
     /// Runs `f` on the wheel.
     fn with<R>(&self, f: impl FnOnce(&mut Wheel<*mut c_void>) -> R) -> R {
@@ -149,15 +186,12 @@ pub unsafe extern "C" fn tw_wheel_schedule(
     payload: *mut c_void,
     key_out: *mut u64,
 ) -> tw_result {
-    boundary(|| {
-        let key_out = out(key_out)?;
-        // SAFETY: the caller passes NULL or a live wheel.
-        let wheel = unsafe { arg(wheel) }?;
-        let key = wheel.with(|w| w.insert_at(deadline_tick, payload));
-        // SAFETY: checked by `out`.
-        unsafe { put(key_out, key_to_c(key)) };
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        schedule_with(wheel, key_out, std::ptr::null_mut(), |w| {
+            Ok(w.insert_at(deadline_tick, payload))
+        })
+    }
 }
 
 /// Arms a timer due at some tick from `earliest_tick` to `latest_tick`
@@ -182,15 +216,12 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range(
     payload: *mut c_void,
     key_out: *mut u64,
 ) -> tw_result {
-    boundary(|| {
-        let key_out = out(key_out)?;
-        // SAFETY: the caller passes NULL or a live wheel.
-        let wheel = unsafe { arg(wheel) }?;
-        let key = wheel.with(|w| w.insert_at_in_range(earliest_tick..=latest_tick, payload))?;
-        // SAFETY: checked by `out`.
-        unsafe { put(key_out, key_to_c(key)) };
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        schedule_with(wheel, key_out, std::ptr::null_mut(), |w| {
+            w.insert_at_in_range(earliest_tick..=latest_tick, payload)
+        })
+    }
 }
 
 /// Arms a timer due `delay` ticks after `tw_wheel_now` (saturating at the
@@ -213,15 +244,12 @@ pub unsafe extern "C" fn tw_wheel_schedule_after(
     payload: *mut c_void,
     key_out: *mut u64,
 ) -> tw_result {
-    boundary(|| {
-        let key_out = out(key_out)?;
-        // SAFETY: the caller passes NULL or a live wheel.
-        let wheel = unsafe { arg(wheel) }?;
-        let key = wheel.with(|w| w.insert(delay, payload));
-        // SAFETY: checked by `out`.
-        unsafe { put(key_out, key_to_c(key)) };
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        schedule_with(wheel, key_out, std::ptr::null_mut(), |w| {
+            Ok(w.insert(delay, payload))
+        })
+    }
 }
 
 /// As `tw_wheel_schedule_in_range`, and also writes the tick the wheel chose
@@ -244,22 +272,12 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range_at(
     key_out: *mut u64,
     tick_out: *mut u64,
 ) -> tw_result {
-    boundary(|| {
-        let key_out = out(key_out)?;
-        let tick_out = out_opt(tick_out)?;
-        // SAFETY: the caller passes NULL or a live wheel.
-        let wheel = unsafe { arg(wheel) }?;
-        let (key, tick) = wheel.with(|w| {
-            let key = w.insert_at_in_range(earliest_tick..=latest_tick, payload)?;
-            Ok::<_, tw_result>((key, w.deadline(key).unwrap_or_default()))
-        })?;
-        // SAFETY: checked by `out` and `out_opt`.
-        unsafe {
-            put(key_out, key_to_c(key));
-            put_opt(tick_out, tick);
-        }
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        schedule_with(wheel, key_out, tick_out, |w| {
+            w.insert_at_in_range(earliest_tick..=latest_tick, payload)
+        })
+    }
 }
 
 /// Arms a timer due at some tick from `earliest_delay` to `latest_delay`
@@ -284,22 +302,12 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range_after(
     key_out: *mut u64,
     tick_out: *mut u64,
 ) -> tw_result {
-    boundary(|| {
-        let key_out = out(key_out)?;
-        let tick_out = out_opt(tick_out)?;
-        // SAFETY: the caller passes NULL or a live wheel.
-        let wheel = unsafe { arg(wheel) }?;
-        let (key, tick) = wheel.with(|w| {
-            let key = w.insert_in_range(earliest_delay..=latest_delay, payload)?;
-            Ok::<_, tw_result>((key, w.deadline(key).unwrap_or_default()))
-        })?;
-        // SAFETY: checked by `out` and `out_opt`.
-        unsafe {
-            put(key_out, key_to_c(key));
-            put_opt(tick_out, tick);
-        }
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        schedule_with(wheel, key_out, tick_out, |w| {
+            w.insert_in_range(earliest_delay..=latest_delay, payload)
+        })
+    }
 }
 
 /// Moves an armed timer to `delay` ticks after now (saturating); its key
