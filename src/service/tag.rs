@@ -12,23 +12,34 @@
 
 use std::sync::Mutex;
 
-/// Which tags are held: bit `t` of word `t / 64`.
-static HELD: Mutex<[u64; 4]> = Mutex::new([1, 0, 0, 0]);
-/// Where the search for a free tag starts, so that a tag just given back is
-/// the last to be reused (a stale id of a dropped service then meets a new
-/// service with its tag as late as possible).
-static NEXT: Mutex<u8> = Mutex::new(1);
+/// The process-wide set of tags.
+struct Tags {
+    /// Which tags are held: bit `t` of word `t / 64` (tag 0 always).
+    held: [u64; 4],
+    /// Where the search for a free tag starts, so that a tag just given back
+    /// is the last to be reused (a stale id of a dropped service then meets
+    /// a new service with its tag as late as possible).
+    next: u8,
+}
+
+static TAGS: Mutex<Tags> = Mutex::new(Tags {
+    held: [1, 0, 0, 0],
+    next: 1,
+});
+
+fn tags() -> std::sync::MutexGuard<'static, Tags> {
+    TAGS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A tag for a new service.
 pub(crate) fn acquire() -> u8 {
-    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
-    let start = *next;
+    let mut tags = tags();
+    let start = tags.next;
     let mut tag = start;
     loop {
         let (word, bit) = (usize::from(tag) / 64, tag % 64);
-        if held[word] & (1 << bit) == 0 {
-            held[word] |= 1 << bit;
+        if tags.held[word] & (1 << bit) == 0 {
+            tags.held[word] |= 1 << bit;
             break;
         }
         tag = if tag == 255 { 1 } else { tag + 1 };
@@ -36,7 +47,7 @@ pub(crate) fn acquire() -> u8 {
             break; // All 255 held: share this one.
         }
     }
-    *next = if tag == 255 { 1 } else { tag + 1 };
+    tags.next = if tag == 255 { 1 } else { tag + 1 };
     tag
 }
 
@@ -44,9 +55,8 @@ pub(crate) fn acquire() -> u8 {
 /// live services) are not counted: the first of their holders to go gives
 /// the tag back, which only means it may be handed out again sooner.
 pub(crate) fn release(tag: u8) {
-    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
     let (word, bit) = (usize::from(tag) / 64, tag % 64);
-    held[word] &= !(1 << bit);
+    tags().held[word] &= !(1 << bit);
 }
 
 #[cfg(all(test, not(loom)))]
