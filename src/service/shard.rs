@@ -284,6 +284,7 @@ impl Shard {
             let message = unsafe {
                 self.core(|core| {
                     if core.backlog.is_empty() {
+                        self.intake.recycle(&mut core.backlog);
                         if self.intake.is_empty() {
                             return None;
                         }
