@@ -603,6 +603,141 @@ fn sleeping_owner_vs_earlier_restart() {
     });
 }
 
+// ---------------------------------------------------------------------------
+// Lending (issue 11): while its owner sleeps in `ShardGuard::idle`, the
+// shard is lent, and a producer applies its own operation in the wheel
+// instead of queueing it. The driver threads sleep that way. These models
+// check the three promises of `Shard::lend`: a helper that links a timer due
+// before the owner's sleep wakes it (no lost wakeup); helpers and the owner
+// never touch the core at the same time (loom checks every access to it,
+// an `UnsafeCell`); and one thread's operations keep their order whichever
+// way each one goes (CONTRACT 5).
+// ---------------------------------------------------------------------------
+
+/// The owner sleeps lent with a timer due at tick 100; a producer moves it to
+/// tick 3, directly if the shard is lent at that moment, through the intake
+/// otherwise. Either way the owner must be woken (once) and learn tick 3.
+#[test]
+fn lent_shard_vs_earlier_restart() {
+    model("lent_shard_vs_earlier_restart", || {
+        let (service, mut guard, wakes) = sleeping_owner();
+        let timer = service.start(TICK * 100, |_| {}).unwrap();
+        guard.poll().unwrap();
+        let producer = thread::spawn(move || {
+            assert_eq!(timer.restart(TICK * 3), Ok(Restart::Moved));
+            timer
+        });
+        let mut sleeps = 0;
+        loop {
+            guard.poll().unwrap();
+            if guard.next_deadline_tick().is_some_and(|tick| tick <= 3) {
+                break;
+            }
+            sleeps += 1;
+            // `idle` takes in waiting messages before it publishes the
+            // sleep, so it may already sleep towards tick 3 (the manual clock
+            // reads 0): parking would then wait for a wake nobody owes.
+            guard.idle(|sleep| {
+                if sleep.is_none_or(|sleep| sleep > TICK * 3) {
+                    thread::park();
+                }
+            });
+        }
+        assert!(
+            wakes.load(SeqCst) <= sleeps,
+            "{} wakes for {sleeps} sleeps",
+            wakes.load(SeqCst)
+        );
+        let timer = producer.join().unwrap();
+        assert_eq!(timer.cancel(), Stop::Cancelled);
+        drop(service);
+    });
+}
+
+/// A producer starts and cancels a timer while the owner alternates between
+/// lending its shard and polling it. The start and the cancel may each be
+/// applied by the producer (shard lent) or queued (owner inside): loom
+/// reports any moment at which the owner and a helper touch the wheel at
+/// once, and the capture must be dropped exactly once, the callback never
+/// run, and every slot freed.
+#[test]
+fn lent_shard_vs_start_and_cancel() {
+    model("lent_shard_vs_start_and_cancel", || {
+        let (service, mut guard, _clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer = {
+            let service = service.clone();
+            let probe = probe.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let timer = service
+                    .schedule(
+                        tickwheel::TimerSpec::after(TICK * 5).on_shard(0),
+                        counting_callback(&probe),
+                    )
+                    .unwrap();
+                assert_eq!(timer.cancel(), Stop::Cancelled);
+                done.store(true, SeqCst);
+            })
+        };
+        while !done.load(SeqCst) {
+            guard.idle(|_| thread::yield_now());
+            guard.poll().unwrap();
+        }
+        producer.join().unwrap();
+        guard.poll().unwrap();
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(probe.drops.load(SeqCst), 1);
+        let stats = service.stats();
+        assert_eq!((stats.armed, stats.freed), (0, 1), "{stats:?}");
+    });
+}
+
+/// One producer starts A, then B, both due at tick 2; the owner lends and
+/// polls meanwhile. A may be queued (owner inside) and B applied directly
+/// (shard lent): the helper must take A in before it links B, or B would
+/// fire first.
+#[test]
+fn lent_shard_keeps_one_threads_order() {
+    model("lent_shard_keeps_one_threads_order", || {
+        let (service, mut guard, clock) = service();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer = {
+            let service = service.clone();
+            let order = order.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let timers: Vec<_> = ["A", "B"]
+                    .into_iter()
+                    .map(|name| {
+                        let order = order.clone();
+                        service
+                            .schedule(
+                                tickwheel::TimerSpec::after(TICK * 2).on_shard(0),
+                                move |_| order.lock().unwrap().push(name),
+                            )
+                            .unwrap()
+                    })
+                    .collect();
+                done.store(true, SeqCst);
+                timers
+            })
+        };
+        guard.poll().unwrap();
+        guard.idle(|_| thread::yield_now());
+        while !done.load(SeqCst) {
+            thread::yield_now();
+        }
+        let timers = producer.join().unwrap();
+        clock.advance(TICK * 2);
+        guard.poll().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec!["A", "B"]);
+        drop(timers);
+    });
+}
+
 /// The shutdown sweep against callbacks and threads that drop handles
 /// (CONTRACT 15 and 19; issue 12 item 3). Timer A's callback owns the handle
 /// of timer B on the same shard, so the sweep, dropping A's callback, drops

@@ -269,3 +269,87 @@ fn item20_producers_are_slowed_not_blocked_when_an_owner_falls_behind() {
     assert_eq!(stats.armed, 0);
     assert_eq!(stats.freed as usize, PAIRS, "every slot reclaimed");
 }
+
+/// Issue 11, lending: while an embedded owner sleeps in `ShardGuard::idle`,
+/// another thread's STOP is applied by that thread itself, so the slot is
+/// reclaimed before the owner wakes; and a START made meanwhile is in the
+/// wheel when the owner looks, without the owner taking in any message.
+#[test]
+fn a_lent_shard_applies_other_threads_operations_directly() {
+    let service = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(ManualClock::new()))
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let long = service.start(Duration::from_secs(3600), |_| {}).unwrap();
+    guard.poll().unwrap();
+    assert_eq!(service.stats().freed, 0);
+    let (freed_inside, armed_inside, started) = guard.idle(|sleep| {
+        // Lent only for a real sleep (at most until the hour-long timer,
+        // earlier where it must move down the wheel's levels).
+        assert!(
+            sleep.is_some_and(|sleep| sleep > Duration::ZERO && sleep <= Duration::from_secs(3600))
+        );
+        let service = service.clone();
+        std::thread::spawn(move || {
+            assert_eq!(long.cancel(), Stop::Cancelled);
+            let freed = service.stats().freed;
+            let started = service
+                .schedule(
+                    tickwheel::TimerSpec::after(Duration::from_secs(5)).on_shard(0),
+                    |_| {},
+                )
+                .unwrap();
+            // Counted by the helper itself: the owner has not looked.
+            let armed = service.stats().armed;
+            (freed, armed, started)
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(
+        freed_inside, 1,
+        "the stop was not applied while the shard was lent"
+    );
+    assert_eq!(
+        armed_inside, 1,
+        "the start was not applied while the shard was lent"
+    );
+    assert_eq!(guard.armed(), 1);
+    assert_eq!(service.stats().freed, 1);
+    drop(started);
+}
+
+/// A panic inside `ShardGuard::idle`'s park closure gives the shard back to
+/// its owner (it is not left lent, and not given up while a helper may be
+/// inside): another thread cannot claim it, and the owner can poll it.
+#[test]
+fn a_panic_while_lent_gives_the_shard_back_to_its_owner() {
+    let service = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guard.idle(|_| panic!("inside park"));
+    }));
+    assert!(result.is_err());
+    let other = service.clone();
+    let claimed = std::thread::spawn(move || other.claim_shard(0).map(|_| ()))
+        .join()
+        .unwrap();
+    assert_eq!(claimed, Err(tickwheel::TimerError::ShardClaimed));
+    let timer = service.start(Duration::from_millis(1), |_| {}).unwrap();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while guard.poll().unwrap() == 0 {
+        assert!(
+            Instant::now() < give_up,
+            "the owner cannot fire its own timer"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(timer);
+}

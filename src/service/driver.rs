@@ -93,7 +93,17 @@ impl ShardGuard {
     /// a start due earlier than that must wake this owner (through the
     /// service's waker); if one already arrived it returns `Some(ZERO)`.
     pub fn next_deadline(&mut self) -> Option<Duration> {
+        self.publish_sleep(None)
+    }
+
+    /// [`next_deadline`](Self::next_deadline), sleeping no later than tick
+    /// `cap` if given.
+    fn publish_sleep(&mut self, cap: Option<u64>) -> Option<Duration> {
         let tick = self.next_deadline_tick();
+        let tick = match cap {
+            Some(cap) => Some(tick.map_or(cap, |tick| tick.min(cap))),
+            None => tick,
+        };
         let shard = &self.inner.shards[self.shard];
         if !shard.publish_sleep(tick) {
             return Some(Duration::ZERO);
@@ -103,6 +113,52 @@ impl ShardGuard {
         Some(Duration::from_nanos(
             due.saturating_sub(self.inner.clock.raw_nanos()),
         ))
+    }
+
+    /// Sleeps with the shard lent out: publishes the sleep as
+    /// [`next_deadline`](Self::next_deadline) does and hands its result to
+    /// `park`, which should block for at most that long (or until the
+    /// service's waker calls, `None`: until then). While `park` runs, other
+    /// threads apply their starts, stops and restarts of this shard's timers
+    /// themselves, directly in its wheel, instead of queueing them for this
+    /// owner and waking it: an idle owner then costs them what a lock per
+    /// shard would. They still wake this owner (once per sleep) for a timer
+    /// due before the end of the sleep. When `park` returns, the shard is
+    /// this thread's again; poll it next.
+    ///
+    /// If work is already waiting, `park` gets `Some(Duration::ZERO)` and the
+    /// shard is not lent. Inside `park`, this thread is not the shard's owner:
+    /// timers it starts there go through the same path as another thread's.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tickwheel::{Driver, TimerService};
+    /// let service = TimerService::builder().shards(1).driver(Driver::Embedded).build()?;
+    /// let mut guard = service.claim_shard(0)?;
+    /// let timer = service.start(Duration::from_millis(2), |_| {})?;
+    /// while guard.poll()? == 0 {
+    ///     guard.idle(|sleep| std::thread::sleep(sleep.unwrap_or(Duration::from_millis(1))));
+    /// }
+    /// # drop(timer);
+    /// # Ok::<(), tickwheel::TimerError>(())
+    /// ```
+    pub fn idle<R>(&mut self, park: impl FnOnce(Option<Duration>) -> R) -> R {
+        self.idle_until(None, park)
+    }
+
+    /// [`idle`](Self::idle), sleeping no later than tick `cap` if given.
+    fn idle_until<R>(&mut self, cap: Option<u64>, park: impl FnOnce(Option<Duration>) -> R) -> R {
+        let sleep = self.publish_sleep(cap);
+        if sleep == Some(Duration::ZERO) || self.inner.is_shut_down() {
+            return park(sleep);
+        }
+        let shard = &self.inner.shards[self.shard];
+        // SAFETY: this guard holds the shard.
+        if unsafe { shard.has_backlog() } {
+            return park(Some(Duration::ZERO));
+        }
+        let _lent = Lent::new(shard);
+        park(sleep)
     }
 
     /// Timers in this shard's wheel.
@@ -119,6 +175,32 @@ impl Drop for ShardGuard {
         }
         OWNED_SHARD.with(|owned| owned.set((0, 0)));
         shard.unclaim();
+    }
+}
+
+/// A shard lent out by its owner for the duration of `park` in
+/// [`ShardGuard::idle`]; taken back on drop, also if `park` panics (a guard
+/// dropped with its shard still lent would give it up under a helper).
+struct Lent<'a> {
+    shard: &'a super::shard::Shard,
+    /// This thread's `OWNED_SHARD` before: while the shard is lent, this
+    /// thread is not its owner.
+    owned: (usize, usize),
+}
+
+impl<'a> Lent<'a> {
+    fn new(shard: &'a super::shard::Shard) -> Self {
+        let owned = OWNED_SHARD.with(|owned| owned.replace((0, 0)));
+        shard.lend();
+        Lent { shard, owned }
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        self.shard.take_back();
+        self.shard.mark_awake();
+        OWNED_SHARD.with(|owned| owned.set(self.owned));
     }
 }
 
@@ -217,24 +299,32 @@ fn drive(mut guard: ShardGuard) {
     // With a manual clock, time moves without anyone telling this thread:
     // re-read it every millisecond.
     let manual_cap = inner.clock.is_manual().then_some(Duration::from_millis(1));
+    let shard = &inner.shards[guard.shard];
+    // While producers keep handing the shard work, sleep at most about a
+    // millisecond at a time, so that a start due later than that need not
+    // wake this thread (a wake costs the producer a system call).
+    let active_ticks = inner.ticks_ceil(1_000_000).max(1);
     let mut linger = Linger::new();
     while !inner.is_shut_down() {
         let _ = guard.poll();
-        if linger.waits_for_work(&inner.shards[guard.shard]) {
-            continue;
-        }
-        let sleep = guard.next_deadline();
-        if inner.is_shut_down() {
-            break;
-        }
-        match (sleep, manual_cap) {
-            (Some(d), _) if d.is_zero() => {}
-            (Some(d), Some(cap)) => thread::park_timeout(d.min(cap)),
-            (None, Some(cap)) => thread::park_timeout(cap),
-            (Some(d), None) => thread::park_timeout(d),
-            (None, None) => thread::park(),
-        }
-        linger.after_park(&inner.shards[guard.shard]);
+        let cap = shard
+            .take_activity()
+            .then(|| inner.current_tick(guard.shard).saturating_add(active_ticks));
+        guard.idle_until(cap, |sleep| {
+            if inner.is_shut_down() || sleep.is_some_and(|d| d.is_zero()) {
+                return;
+            }
+            if linger.waits_for_work(shard) {
+                return;
+            }
+            match (sleep, manual_cap) {
+                (Some(d), Some(cap)) => thread::park_timeout(d.min(cap)),
+                (None, Some(cap)) => thread::park_timeout(cap),
+                (Some(d), None) => thread::park_timeout(d),
+                (None, None) => thread::park(),
+            }
+            linger.after_park(shard);
+        });
     }
     // `guard` drops here: it sweeps the shard (shut down) and unclaims it.
 }
@@ -243,15 +333,13 @@ fn drive(mut guard: ShardGuard) {
 ///
 /// Parking costs the thread itself little, but waking it costs the producer
 /// a system call and the driver a context switch: several microseconds, more
-/// than a START and a STOP together. A producer that starts and stops timers
-/// in a loop would pay that on almost every operation, since the driver
-/// takes in each message and goes back to sleep before the next arrives
-/// (issue 11: 1.1 µs per start+cancel from a non-owner, two thirds of it in
-/// the scheduler). So after a poll the driver keeps looking at its intake
+/// than a START and a STOP together (issue 11: 1.1 µs per start+cancel from
+/// a non-owner, two thirds of it in the scheduler). So after a poll the
+/// driver, its shard already lent and its sleep published, keeps watching
 /// for a moment, first spinning, then yielding its core (on an
-/// oversubscribed machine the producers it waits for may need that core).
-/// While it looks, its published state stays awake, so producers do not
-/// wake it.
+/// oversubscribed machine the producers may need that core): a producer
+/// that needs it in that moment claims the wake as usual, but finds it not
+/// yet parked, and the unpark is then a store instead of a system call.
 ///
 /// Adaptive, so an idle or rarely used shard does not burn CPU: a wait that
 /// found work keeps the full budget; one that found nothing halves it, down
@@ -283,7 +371,7 @@ impl Linger {
             return false;
         }
         for round in 0..self.budget {
-            if !shard.intake.is_empty() {
+            if !shard.intake.is_empty() || shard.wake_claimed() {
                 self.budget = Self::FULL;
                 return true;
             }
@@ -300,7 +388,7 @@ impl Linger {
     /// After a park: if work is waiting, a producer woke this driver, and
     /// lingering next time would likely have saved that wake.
     fn after_park(&mut self, shard: &super::shard::Shard) {
-        if !shard.intake.is_empty() {
+        if !shard.intake.is_empty() || shard.wake_claimed() {
             self.budget = (self.budget * 2).min(Self::FULL);
         }
     }

@@ -523,6 +523,10 @@ impl Inner {
             unsafe { target.reconcile(self, message) };
             return;
         }
+        target.note_activity();
+        if self.help(shard, message) {
+            return;
+        }
         if target.intake.pending() >= PENDING_LIMIT {
             self.wait_for_backlog(shard);
         }
@@ -537,6 +541,42 @@ impl Inner {
         if target.claim_wake(needed_by) || pending == WAKE_AFTER_PENDING {
             self.wake(shard);
         }
+    }
+
+    /// Applies `message` directly if `shard` is lent (its owner sleeps, see
+    /// `Shard::lend`), after taking in whatever waits in its intake. Returns
+    /// `false`, having changed nothing of this message, when it must be
+    /// queued instead: the shard is held or not lent, the service is shutting
+    /// down, or more is waiting than one batch (it then goes behind that).
+    fn help(&self, shard: usize, message: Message) -> bool {
+        let target = &self.shards[shard];
+        if !target.try_help() {
+            return false;
+        }
+        // Inside, this thread acts as the owner: operations that user code
+        // makes meanwhile (a callback's captures dropped by `settle`) are
+        // applied inline too.
+        let previous = OWNED_SHARD.with(|owned| owned.replace((self.address(), shard)));
+        // SAFETY (both blocks): this thread holds the lent shard (`try_help`),
+        // and holds no reference into its core.
+        let applied =
+            !self.is_shut_down() && unsafe { !target.take_intake(self) && !target.has_backlog() };
+        if applied {
+            unsafe {
+                target.reconcile(self, message);
+                target.refresh_counters(message.arm.map(|(_, deadline)| deadline));
+            }
+        }
+        OWNED_SHARD.with(|owned| owned.set(previous));
+        target.end_help();
+        if applied {
+            if let Some((_, deadline)) = message.arm {
+                if target.claim_wake(Some(deadline)) {
+                    self.wake(shard);
+                }
+            }
+        }
+        applied
     }
 
     /// Backpressure (CONTRACT 20): `PENDING_LIMIT` messages already wait for

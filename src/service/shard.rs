@@ -15,6 +15,13 @@ use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
 use super::stats::ShardCounters;
 use super::{Expiry, Inner, PanicReport, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+
+/// `claimed`: someone is inside the shard (its owner, or a helper while it is lent).
+const HELD: usize = 1;
+/// `claimed`: the owner sleeps and has lent the shard to helpers (see `lend`).
+const LENT: usize = 2;
+/// `claimed`: the owner of a lent shard wants it back; no new helper may enter.
+const WANTED: usize = 4;
 use crate::wheel::{Hierarchy, UNLINKED};
 
 // SAFETY: `core` is only touched by the thread that holds the shard's claim
@@ -30,7 +37,14 @@ pub(crate) struct Shard {
     pub(crate) intake: Intake,
     /// The tick the owner sleeps until (`u64::MAX`: until woken), or `AWAKE`.
     sleep_until: AtomicU64,
-    claimed: AtomicBool,
+    /// Who may touch the core: `0` (nobody owns the shard), `HELD` (its owner
+    /// is inside), `LENT` (its owner sleeps; helpers may enter one at a time,
+    /// `LENT | HELD`), `| WANTED` (the owner is taking it back). See `lend`.
+    claimed: AtomicUsize,
+    /// Set by producers when they hand the shard work; the driver thread
+    /// reads and clears it to decide how long it may sleep (`take_activity`).
+    /// A std atomic even under loom: a hint that decides no race.
+    activity: std::sync::atomic::AtomicBool,
     /// Set while a poll runs, to refuse a poll from inside a callback.
     polling: AtomicBool,
     core: UnsafeCell<ShardCore>,
@@ -94,7 +108,8 @@ impl Shard {
         Shard {
             intake: Intake::new(),
             sleep_until: AtomicU64::new(u64::MAX),
-            claimed: AtomicBool::new(false),
+            claimed: AtomicUsize::new(0),
+            activity: std::sync::atomic::AtomicBool::new(false),
             polling: AtomicBool::new(false),
             core: UnsafeCell::new(ShardCore {
                 wheel: Hierarchy::starting_at(0),
@@ -108,14 +123,124 @@ impl Shard {
         }
     }
 
+    /// Takes a shard nobody owns (an embedded owner's claim, the sweep at
+    /// shutdown). Fails on a lent shard: it has an owner.
     pub(crate) fn try_claim(&self) -> bool {
         self.claimed
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(0, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
 
+    /// The owner gives the shard up for good.
     pub(crate) fn unclaim(&self) {
-        self.claimed.store(false, Ordering::Release);
+        self.claimed.store(0, Ordering::Release);
+    }
+
+    /// The owner, about to sleep, lends its shard: until it takes it back
+    /// ([`take_back`](Self::take_back)), one producer at a time may enter
+    /// ([`try_help`](Self::try_help)) and apply its own operation directly
+    /// instead of queueing it.
+    ///
+    /// # Lending
+    ///
+    /// A driver thread sleeps most of the time, and a START or STOP from
+    /// another thread used to go through the intake however idle the owner
+    /// was: a message, a wake, a context switch, and the owner applying it
+    /// later (issue 11). While the shard is lent, such an operation is
+    /// applied at once by the thread that makes it, as a mutex-per-shard
+    /// timer would: link, move or unlink in the wheel, free the slot.
+    /// Nothing blocks a producer: a producer that finds the shard held (or
+    /// not lent) queues its message as before (CONTRACT 7). The owner may
+    /// wait: taking the shard back waits for the one helper inside to leave
+    /// (`WANTED` turns later ones away), a few hundred nanoseconds unless
+    /// that helper is preempted, which then delays the owner's next poll as
+    /// a preempted lock holder would.
+    ///
+    /// Why nothing is lost or reordered:
+    /// * The shard is lent only with nothing waiting (no backlog; the intake
+    ///   was found empty after the sleep was published), and a helper applies
+    ///   its own operation only after taking in whatever is waiting in the
+    ///   intake; if too much is waiting it queues its own message behind it.
+    ///   So one thread's operations reach the wheel in the order it made
+    ///   them (CONTRACT 5), whichever way each one went.
+    /// * The owner publishes the tick it will sleep until before it lends
+    ///   (release on `claimed`), and a helper enters with an acquire CAS on
+    ///   `claimed`; a helper that linked an arming due before that tick claims
+    ///   the wake after it leaves, exactly as a queued message would
+    ///   ([`claim_wake`](Self::claim_wake)). A helper that stopped or released
+    ///   a timer has already reclaimed its memory: no wake needed.
+    /// * The core and the slots' owner-side fields are touched only by the
+    ///   one thread that holds `HELD`; each hand-over is a release store or
+    ///   RMW followed by an acquire CAS, so each holder sees everything the
+    ///   previous one did.
+    pub(crate) fn lend(&self) {
+        self.claimed.store(LENT, Ordering::Release);
+    }
+
+    /// The owner takes its lent shard back, waiting for a helper inside to
+    /// leave.
+    pub(crate) fn take_back(&self) {
+        self.claimed.fetch_or(WANTED, Ordering::Relaxed);
+        let mut spins = 0u32;
+        while self
+            .claimed
+            .compare_exchange_weak(LENT | WANTED, HELD, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            super::backoff(&mut spins);
+        }
+    }
+
+    /// A producer enters a lent shard; `false` if it is not lent, held, or
+    /// wanted back.
+    pub(crate) fn try_help(&self) -> bool {
+        self.claimed
+            .compare_exchange(LENT, LENT | HELD, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// A helper leaves (keeping `WANTED` if the owner set it meanwhile).
+    pub(crate) fn end_help(&self) {
+        self.claimed.fetch_and(!HELD, Ordering::Release);
+    }
+
+    /// Tells the owner work arrived (see `take_activity`). Loads first, so
+    /// a busy shard's line is written once per owner sleep, not per message.
+    pub(crate) fn note_activity(&self) {
+        if !self.activity.load(Ordering::Relaxed) {
+            self.activity.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether producers handed this shard work since the last call.
+    pub(crate) fn take_activity(&self) -> bool {
+        self.activity.swap(false, Ordering::Relaxed)
+    }
+
+    /// After a helper's operation: bring what `stats()` reads of this shard
+    /// up to date (the owner does it at the end of each poll).
+    ///
+    /// # Safety
+    /// The caller holds the shard.
+    pub(crate) unsafe fn refresh_counters(&self, linked_at: Option<u64>) {
+        // SAFETY: forwarded.
+        let linked = unsafe { self.core(|core| core.linked) };
+        self.counters.armed.set(linked as u64);
+        if let Some(deadline) = linked_at {
+            if deadline < self.counters.next_due_tick.get() {
+                self.counters.next_due_tick.set(deadline);
+            }
+        }
+    }
+
+    /// Whether the owner may lend the shard now: nothing taken in and not
+    /// yet applied.
+    ///
+    /// # Safety
+    /// The caller holds the shard.
+    pub(crate) unsafe fn has_backlog(&self) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.core(|core| !core.backlog.is_empty()) }
     }
 
     /// Producer side, after pushing a message: should this thread wake the
@@ -178,6 +303,12 @@ impl Shard {
             return false;
         }
         true
+    }
+
+    /// Whether a producer has claimed the wake of the sleep published last
+    /// (or the owner is awake): a lingering driver stops lingering.
+    pub(crate) fn wake_claimed(&self) -> bool {
+        self.sleep_until.load(Ordering::SeqCst) == AWAKE
     }
 
     pub(crate) fn mark_awake(&self) {
