@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo run --release --example overload -- [--impl tickwheel|tokio|tokio-task|all] \
 //!     [--threads 8] [--timers-per-thread 200000] [--shards 4] [--max-delay-ms 50] \
-//!     [--timeout 30]
+//!     [--timeout 30] [--arm-nice 0]
 //! ```
 //!
 //! The same load as `ffi-tests/overload.c` (the C API): `--threads` OS
@@ -34,6 +34,10 @@
 //!   The registration happens on a worker at the task's first poll, and the
 //!   "callback" runs when the woken task is polled again, so its lateness
 //!   includes the scheduler's queueing as well as the timer's.
+//!
+//! `--arm-nice N` (Linux) lowers the arming threads' priority by N: a
+//! diagnostic, to see how much of the lateness is the arming threads taking
+//! the CPU from the timer threads (as `arm_nice` in the C program).
 //!
 //! After arming, the program waits until every timer fired or `--timeout`
 //! seconds passed, then prints the percentiles (all timers, and split by
@@ -66,13 +70,14 @@ struct Config {
     shards: usize,
     max_delay_ms: u64,
     timeout: Duration,
+    arm_nice: i32,
 }
 
 fn usage(problem: &str) -> ! {
     eprintln!("overload: {problem}");
     eprintln!(
         "usage: overload [--impl tickwheel|tokio|tokio-task|all] [--threads N] \
-         [--timers-per-thread N] [--shards N] [--max-delay-ms N] [--timeout S]"
+         [--timers-per-thread N] [--shards N] [--max-delay-ms N] [--timeout S] [--arm-nice N]"
     );
     std::process::exit(2);
 }
@@ -85,6 +90,7 @@ fn parse_args() -> Config {
         shards: 4,
         max_delay_ms: 50,
         timeout: Duration::from_secs(30),
+        arm_nice: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -111,6 +117,7 @@ fn parse_args() -> Config {
             "--shards" => config.shards = number(&flag, &value()),
             "--max-delay-ms" => config.max_delay_ms = number(&flag, &value()),
             "--timeout" => config.timeout = Duration::from_secs(number(&flag, &value())),
+            "--arm-nice" => config.arm_nice = number(&flag, &value()),
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown argument {other:?}")),
         }
@@ -120,6 +127,9 @@ fn parse_args() -> Config {
     }
     if config.per_thread == 0 || config.threads * config.per_thread > 100_000_000 {
         usage("--timers-per-thread must be at least 1, and all timers at most 10^8");
+    }
+    if !(0..=19).contains(&config.arm_nice) {
+        usage("--arm-nice must be 0..=19");
     }
     if !(1..=3_600_000).contains(&config.max_delay_ms) {
         usage("--max-delay-ms must be 1..=3600000");
@@ -217,6 +227,21 @@ fn named_threads_cpu(prefix: &str) -> f64 {
     total
 }
 
+/// Lowers the calling thread's priority by `nice` (Linux: `setpriority` on
+/// `PRIO_PROCESS` 0 acts on the calling thread).
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: a plain system call on the calling thread.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        eprintln!("overload: setpriority: {}", std::io::Error::last_os_error());
+    }
+    #[cfg(not(target_os = "linux"))]
+    eprintln!("overload: --arm-nice is only supported on Linux");
+}
+
 /// What one run measured, besides the `Record`.
 struct Run {
     title: String,
@@ -242,10 +267,12 @@ fn arm_all(
     let threads: Vec<_> = (0..config.threads)
         .map(|k| {
             let (arm, barrier, per_thread) = (arm.clone(), barrier.clone(), config.per_thread);
+            let nice = config.arm_nice;
             std::thread::Builder::new()
                 .name(format!("arm-{k}"))
                 .spawn(move || {
                     let mut rng = Rng::new(k as u64 + 1);
+                    lower_priority(nice);
                     barrier.wait();
                     for i in k * per_thread..(k + 1) * per_thread {
                         arm(i, &mut rng);
@@ -524,11 +551,12 @@ fn main() {
     let config = parse_args();
     let total = config.threads * config.per_thread;
     println!(
-        "overload: {} threads x {} timers = {total}, {} shards / workers, delays 1-{} ms; load {}",
+        "overload: {} threads x {} timers = {total}, {} shards / workers, delays 1-{} ms, arm nice {}; load {}",
         config.threads,
         config.per_thread,
         config.shards,
         config.max_delay_ms,
+        config.arm_nice,
         std::fs::read_to_string("/proc/loadavg")
             .map(|l| l.trim().to_owned())
             .unwrap_or_else(|_| "?".to_owned())

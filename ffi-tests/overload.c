@@ -20,10 +20,14 @@
  * and a one-line `row:` summary for BENCHMARKS.md.
  *
  * Usage: overload [threads=8] [timers_per_thread=200000] [shards=4]
- *                 [max_delay_ms=50] [timeout_s=30]
+ *                 [max_delay_ms=50] [timeout_s=30] [arm_nice=0]
+ * arm_nice > 0 lowers the arming threads' priority (Linux per-thread nice):
+ * a diagnostic, to see how much of the lateness is the arming threads
+ * taking the CPU from the driver threads.
  * Build and run: bash ffi-tests/run.sh overload (release library). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -55,10 +59,12 @@ typedef struct arm_thread {
     size_t first, count;
     uint64_t max_delay_ms;
     uint64_t seed;
+    int nice;
     /* results */
     uint64_t begin_ns, end_ns;
     uint64_t slowest_call_ns;
     uint64_t slow_calls;
+    double cpu_s;
     tw_result error;
 } arm_thread;
 
@@ -90,6 +96,10 @@ static uint64_t next_random(uint64_t *state) {
 static void *arm(void *arg) {
     arm_thread *a = arg;
     uint64_t rng = a->seed * 0x9e3779b97f4a7c15ull | 1;
+    /* On Linux, PRIO_PROCESS with 0 means the calling thread. */
+    if (a->nice != 0 && setpriority(PRIO_PROCESS, 0, a->nice) != 0) {
+        perror("overload: setpriority");
+    }
     while (!atomic_load(&go)) {
         sched_yield();
     }
@@ -119,7 +129,55 @@ static void *arm(void *arg) {
         }
     }
     a->end_ns = now_ns();
+    struct timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    a->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
     return NULL;
+}
+
+/* CPU seconds of this process's live threads named tickwheel-N (the driver
+ * threads), from /proc/self/task/TID/stat (Linux; NAN elsewhere). */
+static double driver_cpu(void) {
+    double total = 0;
+    DIR *tasks = opendir("/proc/self/task");
+    if (!tasks) {
+        return 0.0 / 0.0;
+    }
+    struct dirent *task;
+    while ((task = readdir(tasks)) != NULL) {
+        if (task->d_name[0] == '.') {
+            continue;
+        }
+        char path[300], comm[64];
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", task->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            continue;
+        }
+        int named = fgets(comm, sizeof comm, f) && strncmp(comm, "tickwheel-", 10) == 0;
+        fclose(f);
+        if (!named) {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", task->d_name);
+        f = fopen(path, "r");
+        if (!f) {
+            continue;
+        }
+        char line[1024];
+        if (fgets(line, sizeof line, f)) {
+            /* utime and stime are fields 14 and 15; field 3 follows the ')'. */
+            char *p = strrchr(line, ')');
+            unsigned long long utime = 0, stime = 0;
+            if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                            &utime, &stime) == 2) {
+                total += (double)(utime + stime) / 100.0; /* USER_HZ */
+            }
+        }
+        fclose(f);
+    }
+    closedir(tasks);
+    return total;
 }
 
 static int cmp_i64(const void *x, const void *y) {
@@ -159,7 +217,7 @@ static unsigned long parse(const char *text, const char *name, unsigned long lo,
         fprintf(stderr, "overload: %s must be a number in %lu..%lu, got \"%s\"\n", name, lo, hi,
                 text);
         fprintf(stderr, "usage: overload [threads=8] [timers_per_thread=200000] [shards=4] "
-                        "[max_delay_ms=50] [timeout_s=30]\n");
+                        "[max_delay_ms=50] [timeout_s=30] [arm_nice=0]\n");
         exit(2);
     }
     return v;
@@ -171,8 +229,9 @@ int main(int argc, char **argv) {
     size_t shards = argc > 3 ? parse(argv[3], "shards", 1, 4096) : 4;
     uint64_t max_delay_ms = argc > 4 ? parse(argv[4], "max_delay_ms", 1, 3600000) : 50;
     uint64_t timeout_s = argc > 5 ? parse(argv[5], "timeout_s", 1, 3600) : 30;
-    if (argc > 6) {
-        fprintf(stderr, "overload: at most 5 arguments\n");
+    int arm_nice = argc > 6 ? (int)parse(argv[6], "arm_nice", 0, 19) : 0;
+    if (argc > 7) {
+        fprintf(stderr, "overload: at most 6 arguments\n");
         return 2;
     }
     total = threads * per_thread;
@@ -219,6 +278,7 @@ int main(int argc, char **argv) {
         arms[t].count = per_thread;
         arms[t].max_delay_ms = max_delay_ms;
         arms[t].seed = t + 1;
+        arms[t].nice = arm_nice;
         if (pthread_create(&arms[t].thread, NULL, arm, &arms[t]) != 0) {
             fprintf(stderr, "overload: pthread_create failed\n");
             return 1;
@@ -255,6 +315,11 @@ int main(int argc, char **argv) {
                  (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
                  (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                  (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+    double drivers_cpu = driver_cpu();
+    double arming_cpu = 0;
+    for (size_t t = 0; t < threads; t++) {
+        arming_cpu += arms[t].cpu_s;
+    }
     /* Stops the drivers, so the arrays stay still while they are read. */
     tw_service_free(service);
 
@@ -264,8 +329,9 @@ int main(int argc, char **argv) {
            arm_s, (double)total / arm_s / 1e6, (unsigned long long)(SLOW_CALL_NS / 1000),
            (unsigned long long)slow_calls, ms((int64_t)slowest));
     printf("run: %.3f s from the first start to the last callback (or timeout); CPU %.2f s "
-           "(%.2f cores)\n",
-           (double)(all_fired - start) / 1e9, cpu, cpu / ((double)(all_fired - start) / 1e9));
+           "(%.2f cores): arming threads %.2f s, driver threads %.2f s\n",
+           (double)(all_fired - start) / 1e9, cpu, cpu / ((double)(all_fired - start) / 1e9),
+           arming_cpu, drivers_cpu);
 
     int64_t *all = malloc(total * sizeof *all);
     int64_t *lib = malloc(total * sizeof *lib);
