@@ -374,19 +374,22 @@ fn runtime(config: &Config) -> tokio::runtime::Runtime {
         .expect("build the runtime")
 }
 
+/// One arming thread's armed sleeps.
+type Sleeps = Vec<Pin<Box<tokio::time::Sleep>>>;
+
 fn run_tokio(config: &Config, record: &'static Record) -> Run {
     let runtime = runtime(config);
     let handle = runtime.handle().clone();
     let max = config.max_delay_ms;
     // Each arming thread keeps its sleeps until the end: a dropped sleep is
     // a cancelled timer.
-    let kept: Arc<std::sync::Mutex<Vec<Vec<Pin<Box<tokio::time::Sleep>>>>>> = Arc::default();
+    let kept: Arc<std::sync::Mutex<Vec<Sleeps>>> = Arc::default();
     let per_thread = config.per_thread;
     let (arming, arm_end, arm_cpu) = {
         let kept = kept.clone();
         arm_all(config, record, move |i, rng| {
             thread_local! {
-                static SLEEPS: std::cell::RefCell<Vec<Pin<Box<tokio::time::Sleep>>>> =
+                static SLEEPS: std::cell::RefCell<Sleeps> =
                     const { std::cell::RefCell::new(Vec::new()) };
             }
             let (delay, _) = record.arming(i, rng, max);
