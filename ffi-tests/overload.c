@@ -377,5 +377,10 @@ int main(int argc, char **argv) {
     free((void *)lateness);
     free((void *)lib_late);
     free(arms);
-    return failed || unfired || early ? 1 : 0;
+    if (failed || unfired || early) {
+        printf("overload: FAILED (a start failed, or timers fired early or never)\n");
+        return 1;
+    }
+    printf("overload: every timer fired, none early: passed\n");
+    return 0;
 }
