@@ -6,7 +6,12 @@
 #   valgrind   valgrind --error-exitcode=1 --leak-check=full
 #   tsan       the C++ tests built with -fsanitize=thread against a
 #              TSan-instrumented build of the library (nightly, -Zbuild-std)
+#   overload   a measurement, not a test: ffi-tests/overload.c (8 threads
+#              arming 1.6 M timers on 4 shards; BENCHMARKS.md, issue 12
+#              Build 7) against the release library, as a C user builds it.
+#              Arguments after `overload` go to the program (see its top).
 # Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind|tsan]...
+#        bash ffi-tests/run.sh overload [threads timers_per_thread shards max_delay_ms timeout_s arm_nice]
 #        (default: plain shared asan valgrind; tsan needs the nightly
 #        toolchain with rust-src, so it runs only when named)
 # `cargo test --test ffi_c` runs the plain and shared builds; .ci/run runs this.
@@ -18,6 +23,17 @@ modes=("$@")
 
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+
+if [ "${modes[0]}" = overload ]; then
+    # Timing needs the optimized library (README, "Using tickwheel from C"),
+    # built into the same target directory as the tests' debug one.
+    CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --release --lib --crate-type staticlib,cdylib --quiet
+    mkdir -p ffi-tests/build
+    gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -O2 -Iinclude -o ffi-tests/build/overload \
+        ffi-tests/overload.c "$target_dir/ffi/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
+    exec ffi-tests/build/overload "${modes[@]:1}"
+fi
+
 # The package builds only an rlib by default; the C libraries are built with
 # explicit crate types into a target directory of their own, the same one as
 # tests/ffi_c.rs uses (so whichever runs first builds, the other reuses it).
@@ -68,6 +84,8 @@ for mode in "${modes[@]}"; do
     plain)
         step "plain"
         compile ""
+        # Built so that it keeps compiling, not run: a measurement (mode overload).
+        gcc "${cflags[@]}" -o "$build/overload" ffi-tests/overload.c "$libdir/libtickwheel.a" "${libs[@]}"
         "$build/test_c"
         "$build/test_threads"
         run_cpp ""
@@ -124,7 +142,7 @@ for mode in "${modes[@]}"; do
         unset TSAN_OPTIONS
         ;;
     *)
-        echo "unknown mode: $mode (plain, shared, asan, valgrind, tsan)" >&2
+        echo "unknown mode: $mode (plain, shared, asan, valgrind, tsan; overload alone)" >&2
         exit 2
         ;;
     esac

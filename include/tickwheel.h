@@ -352,7 +352,9 @@ typedef struct tw_expiry {
   uint64_t deadline_tick;
   /**
    * The tick the owner's current poll processes up to (`>= deadline_tick`):
-   * how far the clock had moved when the poll began.
+   * how far the clock had moved when the poll began, or when it last
+   * re-read it (a poll that keeps taking in messages re-reads the clock
+   * after each batch).
    */
   uint64_t poll_tick;
   /**

@@ -164,6 +164,17 @@ fn c_threads_on_each_others_shards() {
     assert!(out.contains("started 24000"), "{out}");
 }
 
+/// `ffi-tests/overload.c` is a measurement (`bash ffi-tests/run.sh overload`;
+/// BENCHMARKS.md, issue 12 Build 7). Here it only runs a small load, so that
+/// it keeps building and working: it exits non-zero if a timer fired early
+/// or not at all (within its 30 s limit). No timing is checked.
+#[test]
+fn overload_program_fires_every_timer() {
+    let program = compile("gcc", C_FLAGS, "overload.c", "overload", &static_link());
+    let out = run(&program, &["2", "500", "2", "5"]);
+    assert!(out.contains("fired 1000 of 1000"), "{out}");
+}
+
 /// Compiles `source` with `flags` (which include -Werror) and returns the
 /// compiler's stderr; the compilation must fail.
 fn compile_fails(compiler: &str, flags: &[&str], source: &str) -> String {

@@ -38,7 +38,9 @@ pub struct tw_expiry {
     /// The tick the timer was due at.
     pub deadline_tick: u64,
     /// The tick the owner's current poll processes up to (`>= deadline_tick`):
-    /// how far the clock had moved when the poll began.
+    /// how far the clock had moved when the poll began, or when it last
+    /// re-read it (a poll that keeps taking in messages re-reads the clock
+    /// after each batch).
     pub poll_tick: u64,
     /// How late it fired, in nanoseconds (a whole number of ticks; 0 when the
     /// owner kept up).

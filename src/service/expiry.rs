@@ -50,7 +50,9 @@ impl Expiry<'_> {
     }
 
     /// The tick the owner's current poll processes up to (`>= now_tick`):
-    /// how far the clock had moved when the poll began.
+    /// how far the clock had moved when the poll began, or when it last
+    /// re-read it (a poll that keeps taking in messages re-reads the clock
+    /// after each batch).
     pub fn poll_tick(&self) -> u64 {
         self.now
     }

@@ -85,12 +85,20 @@ const WAKE_AFTER_PENDING: usize = 4096;
 /// Queued intake messages at which a producer waits for the owner before
 /// adding another (backpressure, CONTRACT 20). Also what keeps the 24-bit
 /// arming `seq` from lapping (see `state.rs`), so it must stay far below
-/// 2^23. Small enough that the owner works through a full intake in about a
-/// millisecond: a START queued behind it is linked in time to fire (with
-/// 2^20, timers armed during a churn fired seconds late; see BENCHMARKS.md,
-/// issue 11).
+/// 2^23. One message batch (`shard.rs`, `BATCH`): an owner takes in a full
+/// intake in one round of its poll, well under a millisecond of its CPU.
+///
+/// The bound is what the owner may be behind by, in its own CPU time, and
+/// on a machine with more busy threads than cores the owner gets only its
+/// share of a core: the wait of a START queued behind a full intake, and so
+/// how late timers fire, grows with the bound divided by that share. With
+/// 2^20, timers armed during a churn fired seconds late (BENCHMARKS.md,
+/// issue 11); with 2^13, 8 threads arming 1.6 M timers on 4 shards of a
+/// 2-core machine saw p50 15-23 ms, p99 50-500 ms; with 2^10, p50 about
+/// 1 ms (BENCHMARKS.md, issue 12 Build 7). Producers hit the bound more
+/// often, and arming went no slower.
 #[cfg(not(loom))]
-const PENDING_LIMIT: usize = 1 << 13;
+const PENDING_LIMIT: usize = 1 << 10;
 /// Out of the models' reach under loom: a producer waiting for an owner that
 /// a model has let go of spins, which multiplies loom's branches. The wait
 /// is checked on real threads instead (`tests/service_wake.rs`, `item20_...`).

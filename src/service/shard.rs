@@ -367,7 +367,7 @@ impl Shard {
     ///
     /// # Safety
     /// The caller must have claimed the shard and called `enter_poll`.
-    pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, now: u64) -> Polled {
+    pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, mut now: u64) -> Polled {
         let mut polled = Polled::default();
         loop {
             // Messages and expiries take turns, at most `BATCH` of each, so
@@ -399,6 +399,11 @@ impl Shard {
                 self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
                 return polled;
             }
+            // The poll goes on as long as messages keep coming, which under
+            // a flood of remote starts can be for as long as the flood
+            // lasts: re-read the clock every round, or timers that fall due
+            // meanwhile wait for the flood to pause (issue 12 Build 7).
+            now = now.max(inner.current_tick(shard));
         }
     }
 

@@ -121,7 +121,7 @@ pub struct Stats {
     pub freed: u64,
     /// Timers in the shards' wheels as of each owner's last poll.
     pub armed: u64,
-    /// Operations by other threads that found a shard's intake full (8192
+    /// Operations by other threads that found a shard's intake full (1024
     /// messages waiting) and were slowed down to let its owner catch up
     /// (backpressure, CONTRACT 20).
     pub held_back: u64,
