@@ -79,8 +79,10 @@ use crate::sync::{thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
 use crate::TimerError;
 
 /// Pending intake messages after which the owner is woken even though no new
-/// deadline is earlier than its sleep: bounds what an intake holds.
-const WAKE_AFTER_PENDING: usize = 4096;
+/// deadline is earlier than its sleep: bounds what an intake holds. Half the
+/// backpressure bound, so a sleeping owner is woken before producers have to
+/// wait for it.
+const WAKE_AFTER_PENDING: usize = PENDING_LIMIT / 2;
 
 /// Queued intake messages at which a producer waits for the owner before
 /// adding another (backpressure, CONTRACT 20). Also what keeps the 24-bit
