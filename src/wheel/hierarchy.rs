@@ -320,8 +320,16 @@ impl Hierarchy {
     /// The earliest deadline of any linked entry (`now` if one is due). See
     /// the module docs for its cost.
     pub(crate) fn next_deadline<N: Nodes>(&self, nodes: &N) -> Option<u64> {
+        self.next_deadline_until(nodes, u64::MAX)
+    }
+
+    /// [`next_deadline`](Self::next_deadline) if it is at most `limit`,
+    /// else `None`; stops looking at the first bucket that starts after
+    /// `limit` (so a capped query never walks a far bucket).
+    #[inline]
+    pub(crate) fn next_deadline_until<N: Nodes>(&self, nodes: &N, limit: u64) -> Option<u64> {
         if let Some(earliest) = self.earliest.get() {
-            return Some(earliest);
+            return (earliest <= limit).then_some(earliest);
         }
         // Buckets in time order. Every entry's deadline is at or after its
         // bucket's first tick, so a bucket's first tick bounds everything
@@ -346,6 +354,11 @@ impl Hierarchy {
                 if found && start >= earliest {
                     break 'levels;
                 }
+                if start > limit {
+                    // Everything from here on is later than `limit`, and
+                    // so is what was found (it is past `start`).
+                    return None;
+                }
                 found = true;
                 if level_no == 0 {
                     // One tick per bucket, never a lazily moved entry.
@@ -368,7 +381,7 @@ impl Hierarchy {
             return None;
         }
         self.earliest.set(Some(earliest));
-        Some(earliest)
+        (earliest <= limit).then_some(earliest)
     }
 
     /// `true` when an entry is due at `now` (O(1)). Every entry due at
