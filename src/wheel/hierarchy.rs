@@ -457,13 +457,28 @@ impl Hierarchy {
         if index != self.levels[level].tail[slot] {
             return None;
         }
-        let deadline = nodes.node(index).deadline;
+        let node = nodes.node(index);
         let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
-        if deadline > target || deadline > last {
+        if node.deadline > target || node.deadline > last {
             return None;
         }
-        self.now = deadline;
-        self.unlink(nodes, index);
+        self.now = node.deadline;
+        // `unlink` for the only entry of a bucket: it empties the bucket.
+        let bucket = &mut self.levels[level];
+        bucket.head[slot] = NIL;
+        bucket.tail[slot] = NIL;
+        bucket.occupied &= !(1 << slot);
+        bucket.unsorted &= !(1 << slot);
+        nodes.set_node(
+            index,
+            Node {
+                bucket: UNLINKED,
+                ..node
+            },
+        );
+        if self.earliest.get() == Some(node.deadline) {
+            self.earliest.set(None);
+        }
         Some(index)
     }
 
