@@ -16,7 +16,19 @@
 //! that holds it (it fired, was cancelled or moved) forgets it. Repeated
 //! queries, and queries after any change that does not touch the earliest
 //! timer, are O(1); the bucket is walked at most once per change of the
-//! earliest timer.
+//! earliest timer. An entry moved later without relinking (below) can make
+//! the walk go on to the next buckets in time order, until the best
+//! deadline found lies inside the bucket just walked: that is the only case
+//! where a query walks more than one bucket.
+//!
+//! # A lone timer in a high bucket
+//!
+//! When the earliest bucket sits above level 0 and holds one entry due by
+//! the poll's target, [`Hierarchy::pop_due`] moves `now` straight to that
+//! entry's deadline and returns it instead of cascading it down level by
+//! level: nothing can be due before it, and the digits of `now` above its
+//! level stay the same. Sparse wheels (few timers, long delays) skip most
+//! cascades that way.
 //!
 //! # Same-tick order without relinking (lazy moves)
 //!
@@ -31,9 +43,18 @@
 //!
 //! * Every arming takes the next number of a counter (`seq`, 64 bits, never
 //!   wraps in practice: 2^64 armings).
-//! * A move that stays in the same bucket on a level above 0 only rewrites
-//!   the deadline and the number, leaves the entry where it is, and marks the
-//!   bucket *unsorted* (one bit per bucket, next to the occupancy bitmap).
+//! * A move on a level above 0 that stays in the same bucket, or that moves
+//!   the deadline later, only rewrites the deadline and the number, leaves
+//!   the entry where it is, and marks the bucket *unsorted* (one bit per
+//!   bucket, next to the occupancy bitmap) unless the entry is last. A
+//!   later deadline may lie beyond the bucket: the bucket still starts no
+//!   later than the new deadline, so it cascades in time and re-files the
+//!   entry by its deadline then (one placement, however many moves came
+//!   before). Every entry's deadline is therefore at or after its bucket's
+//!   first tick, but not always inside the bucket; `next_deadline` walks
+//!   buckets in time order until the best deadline found lies inside the
+//!   bucket just walked (see "The next-deadline memo"). Level 0 never holds
+//!   such an entry, so `due_now` and firing stay exact.
 //!   On level 0 a bucket is one tick, so order there is what fires next: a
 //!   move within it relinks at the tail as before (free when already last).
 //! * A bucket whose bit is clear is in arming order: appends carry the
@@ -124,11 +145,13 @@ struct Memo(AtomicU64);
 impl Memo {
     const UNKNOWN: u64 = u64::MAX;
 
+    #[inline]
     fn get(&self) -> Option<u64> {
         let value = self.0.load(Ordering::Relaxed);
         (value != Self::UNKNOWN).then_some(value)
     }
 
+    #[inline]
     fn set(&self, value: Option<u64>) {
         self.0
             .store(value.unwrap_or(Self::UNKNOWN), Ordering::Relaxed);
@@ -151,6 +174,7 @@ impl Hierarchy {
         }
     }
 
+    #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.now
     }
@@ -169,6 +193,7 @@ impl Hierarchy {
 
     /// Arms entry `index`: appends it to the bucket `deadline` (`>= now`)
     /// maps to, as the most recently armed entry.
+    #[inline]
     pub(crate) fn link<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         if N::ORDERED {
             let seq = self.take_seq();
@@ -179,6 +204,7 @@ impl Hierarchy {
     }
 
     /// The next arming sequence number.
+    #[inline]
     fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -188,6 +214,7 @@ impl Hierarchy {
     /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to,
     /// keeping its sequence number. With `check_order`, marks the bucket
     /// unsorted if the entry is older than the current tail.
+    #[inline]
     fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, check_order: bool) {
         debug_assert!(deadline >= self.now);
         let bucket = bucket_index(self.now, deadline);
@@ -218,6 +245,7 @@ impl Hierarchy {
     }
 
     /// Removes entry `index` from its bucket. Returns its deadline.
+    #[inline]
     pub(crate) fn unlink<N: Nodes>(&mut self, nodes: &mut N, index: u32) -> u64 {
         let node = nodes.node(index);
         debug_assert_ne!(node.bucket, UNLINKED, "unlinking an unlinked entry");
@@ -256,17 +284,24 @@ impl Hierarchy {
     /// stays in its bucket and either is already last there or (with an
     /// ordered store) the bucket is above level 0: then it stays in place
     /// (see the module docs).
+    #[inline]
     pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         let node = nodes.node(index);
         let bucket = bucket_index(self.now, deadline);
-        let lazy = N::ORDERED && usize::from(bucket) >= SLOTS;
-        if node.bucket == bucket && (node.next == NIL || lazy) {
+        // Above level 0 an ordered store may leave the entry where it is
+        // when it stays in its bucket, or when it moves later: its bucket
+        // still comes due (cascades) no later than the new deadline, and
+        // re-files it then (see the module docs).
+        let lazy = N::ORDERED
+            && usize::from(node.bucket) >= SLOTS
+            && (node.bucket == bucket || deadline >= node.deadline);
+        if lazy || (node.bucket == bucket && node.next == NIL) {
             nodes.set_node(index, Node { deadline, ..node });
             if N::ORDERED {
                 let seq = self.take_seq();
                 nodes.set_seq(index, seq);
                 if node.next != NIL {
-                    let (level, slot) = split_bucket(bucket);
+                    let (level, slot) = split_bucket(node.bucket);
                     self.levels[level].unsorted |= 1 << slot;
                 }
             }
@@ -285,35 +320,81 @@ impl Hierarchy {
     /// The earliest deadline of any linked entry (`now` if one is due). See
     /// the module docs for its cost.
     pub(crate) fn next_deadline<N: Nodes>(&self, nodes: &N) -> Option<u64> {
+        self.next_deadline_until(nodes, u64::MAX)
+    }
+
+    /// [`next_deadline`](Self::next_deadline) if it is at most `limit`,
+    /// else `None`; stops looking at the first bucket that starts after
+    /// `limit` (so a capped query never walks a far bucket).
+    #[inline]
+    pub(crate) fn next_deadline_until<N: Nodes>(&self, nodes: &N, limit: u64) -> Option<u64> {
         if let Some(earliest) = self.earliest.get() {
-            return Some(earliest);
+            return (earliest <= limit).then_some(earliest);
         }
-        let (level, slot) = self.next_bucket()?;
-        let earliest = if level == 0 {
-            self.bucket_start(0, slot)
-        } else {
-            let mut earliest = u64::MAX;
-            let mut index = self.levels[level].head[slot];
-            while index != NIL {
-                let node = nodes.node(index);
-                earliest = earliest.min(node.deadline);
-                index = node.next;
+        // Buckets in time order. Every entry's deadline is at or after its
+        // bucket's first tick, so a bucket's first tick bounds everything
+        // from there on; an entry moved later without relinking may lie
+        // beyond its bucket, so the walk goes on while the best deadline
+        // found is past the end of the bucket just walked.
+        let mut earliest = u64::MAX;
+        let mut found = false;
+        'levels: for (level_no, level) in self.levels.iter().enumerate() {
+            let current = digit(self.now, level_no);
+            let mut occupied = if level_no == 0 {
+                level.occupied & (u64::MAX << current)
+            } else if current + 1 < SLOTS {
+                level.occupied & (u64::MAX << (current + 1))
+            } else {
+                0
+            };
+            while occupied != 0 {
+                let slot = occupied.trailing_zeros() as usize;
+                occupied &= occupied - 1;
+                let start = self.bucket_start(level_no, slot);
+                if found && start >= earliest {
+                    break 'levels;
+                }
+                if start > limit {
+                    // Everything from here on is later than `limit`, and
+                    // so is what was found (it is past `start`).
+                    return None;
+                }
+                found = true;
+                if level_no == 0 {
+                    // One tick per bucket, never a lazily moved entry.
+                    earliest = start;
+                    break 'levels;
+                }
+                let mut index = level.head[slot];
+                while index != NIL {
+                    let node = nodes.node(index);
+                    earliest = earliest.min(node.deadline);
+                    index = node.next;
+                }
+                let last = start | ((1u64 << (SLOT_BITS as usize * level_no)) - 1);
+                if earliest <= last {
+                    break 'levels;
+                }
             }
-            earliest
-        };
+        }
+        if !found {
+            return None;
+        }
         self.earliest.set(Some(earliest));
-        Some(earliest)
+        (earliest <= limit).then_some(earliest)
     }
 
     /// `true` when an entry is due at `now` (O(1)). Every entry due at
     /// `now` sits in level 0's bucket for `now`: reaching `now` cascaded
     /// every higher bucket that covers it, and a link for `now` goes there.
+    #[inline]
     pub(crate) fn due_now(&self) -> bool {
         self.levels[0].is_occupied((self.now & SLOT_MASK) as usize)
     }
 
     /// The first tick of the earliest non-empty bucket: a lower bound of
     /// [`next_deadline`](Self::next_deadline) in O(levels).
+    #[inline]
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
         self.next_bucket()
             .map(|(level, slot)| self.bucket_start(level, slot))
@@ -322,6 +403,7 @@ impl Hierarchy {
     /// Unlinks and returns the next entry due at or before `target`, with
     /// `now` advanced to its deadline; or, when none is, advances `now` to
     /// `target` (or keeps it, if `target` is earlier) and returns `None`.
+    #[inline]
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         loop {
             let due_slot = (self.now & SLOT_MASK) as usize;
@@ -338,9 +420,15 @@ impl Hierarchy {
             }
             match self.next_bucket() {
                 Some((level, slot)) if self.bucket_start(level, slot) <= target => {
-                    self.now = self.bucket_start(level, slot);
+                    let start = self.bucket_start(level, slot);
                     if level > 0 {
+                        if let Some(index) = self.pop_alone(nodes, level, slot, start, target) {
+                            return Some(index);
+                        }
+                        self.now = start;
                         self.cascade(nodes, level, slot);
+                    } else {
+                        self.now = start;
                     }
                 }
                 _ => {
@@ -351,10 +439,54 @@ impl Hierarchy {
         }
     }
 
+    /// When the earliest bucket, on `level > 0`, holds a single entry that
+    /// is due by `target` and lies inside the bucket, unlinks it and moves
+    /// `now` straight to its deadline instead of cascading it level by
+    /// level. Valid because nothing is due before it: the levels below are
+    /// empty, the other buckets of `level` come later, and the digits of
+    /// `now` above `level` do not change inside the bucket.
+    fn pop_alone<N: Nodes>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+    ) -> Option<u32> {
+        let index = self.levels[level].head[slot];
+        if index != self.levels[level].tail[slot] {
+            return None;
+        }
+        let node = nodes.node(index);
+        let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
+        if node.deadline > target || node.deadline > last {
+            return None;
+        }
+        self.now = node.deadline;
+        // `unlink` for the only entry of a bucket: it empties the bucket.
+        let bucket = &mut self.levels[level];
+        bucket.head[slot] = NIL;
+        bucket.tail[slot] = NIL;
+        bucket.occupied &= !(1 << slot);
+        bucket.unsorted &= !(1 << slot);
+        nodes.set_node(
+            index,
+            Node {
+                bucket: UNLINKED,
+                ..node
+            },
+        );
+        if self.earliest.get() == Some(node.deadline) {
+            self.earliest.set(None);
+        }
+        Some(index)
+    }
+
     /// The first non-empty bucket in time order: the due bucket if occupied,
     /// else the lowest level's next occupied bucket. A lower level's next
     /// bucket always starts before any higher level's: it lies inside the
     /// current block of the level above.
+    #[inline]
     fn next_bucket(&self) -> Option<(usize, usize)> {
         for (level_no, level) in self.levels.iter().enumerate() {
             if level.occupied == 0 {
@@ -377,6 +509,7 @@ impl Hierarchy {
 
     /// The first tick covered by `slot` on `level`, in the current block of the
     /// level above.
+    #[inline]
     fn bucket_start(&self, level: usize, slot: usize) -> u64 {
         let shift = SLOT_BITS as usize * level;
         let block_bits = shift + SLOT_BITS as usize;
@@ -474,12 +607,14 @@ impl Hierarchy {
 }
 
 /// The base-64 digit of `tick` at `level`.
+#[inline]
 fn digit(tick: u64, level: usize) -> usize {
     ((tick >> (SLOT_BITS as usize * level)) & SLOT_MASK) as usize
 }
 
 /// The bucket (`level * SLOTS + slot`) for a timer due at `deadline >= now`:
 /// the level is the highest base-64 digit where the two differ.
+#[inline]
 fn bucket_index(now: u64, deadline: u64) -> u16 {
     let differing = (now ^ deadline) | SLOT_MASK;
     let highest_bit = 63 - differing.leading_zeros() as usize;
@@ -487,6 +622,7 @@ fn bucket_index(now: u64, deadline: u64) -> u16 {
     (level * SLOTS + digit(deadline, level)) as u16
 }
 
+#[inline]
 fn split_bucket(bucket: u16) -> (usize, usize) {
     (bucket as usize / SLOTS, bucket as usize % SLOTS)
 }

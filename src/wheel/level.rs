@@ -34,6 +34,7 @@ impl Level {
     }
 
     /// The first non-empty bucket strictly after `slot`, if any.
+    #[inline]
     pub(crate) fn next_occupied_after(&self, slot: usize) -> Option<usize> {
         // `slot + 1` may be 64: shifting a u64 by 64 is not allowed, so mask.
         let above = if slot + 1 >= SLOTS {
@@ -44,6 +45,7 @@ impl Level {
         (above != 0).then(|| above.trailing_zeros() as usize)
     }
 
+    #[inline]
     pub(crate) fn is_occupied(&self, slot: usize) -> bool {
         self.occupied & (1 << slot) != 0
     }

@@ -360,13 +360,15 @@ impl<T> Wheel<T> {
     /// when the next bucket starts `cap` or more ticks away; otherwise as
     /// [`next_deadline`](Self::next_deadline).
     pub fn ticks_to_next_event(&self, cap: u64) -> u64 {
-        match self.next_wakeup() {
-            None => cap,
-            Some(wakeup) if wakeup - self.now() >= cap => cap,
-            Some(_) => self
-                .next_deadline()
-                .map_or(cap, |deadline| (deadline - self.now()).min(cap)),
+        if cap == 0 {
+            return 0;
         }
+        // One pass over the levels, stopping at the first bucket that
+        // starts `cap` or more ticks away.
+        let limit = self.now().saturating_add(cap - 1);
+        self.hierarchy
+            .next_deadline_until(&self.slab, limit)
+            .map_or(cap, |deadline| deadline - self.now())
     }
 
     /// Returns the next timer due at or before `target`, advancing `now()` to
@@ -383,9 +385,9 @@ impl<T> Wheel<T> {
     /// A `target` before `now()` is treated as `now()`.
     pub fn poll(&mut self, target: u64) -> Option<Expired<T>> {
         let index = self.hierarchy.pop_due(&mut self.slab, target)?;
-        let key = self.slab.key_of(index);
-        let deadline = self.slab.get(index).deadline;
-        let value = self.slab.remove(index);
+        // `pop_due` leaves `now` at the popped timer's deadline.
+        let deadline = self.now();
+        let (key, value) = self.slab.remove_keyed(index);
         Some(Expired {
             key,
             deadline,

@@ -133,6 +133,7 @@ impl<T> Slab<T> {
     }
 
     /// Stores `value` and returns its key. The caller links it into a bucket.
+    #[inline]
     pub(crate) fn insert(&mut self, value: T) -> TimerKey {
         self.len += 1;
         if self.free_head != NIL {
@@ -191,7 +192,15 @@ impl<T> Slab<T> {
         self.entries.reserve_exact(more);
     }
 
+    /// [`remove`](Self::remove), also returning the key the entry had.
+    #[inline]
+    pub(crate) fn remove_keyed(&mut self, index: u32) -> (TimerKey, T) {
+        let key = self.key_of(index);
+        (key, self.remove(index))
+    }
+
     /// Frees an occupied entry (already unlinked) and returns its value.
+    #[inline]
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let entry = &mut self.entries[index as usize];
         assert!(entry.occupied, "slab: removing a vacant entry");
@@ -212,11 +221,13 @@ impl<T> Slab<T> {
     }
 
     /// The index of the armed timer `key` names, or `None` when it is stale.
+    #[inline]
     pub(crate) fn resolve(&self, key: TimerKey) -> Option<u32> {
         let entry = self.entries.get(key.index as usize)?;
         (entry.generation == key.generation && entry.occupied).then_some(key.index)
     }
 
+    #[inline]
     pub(crate) fn key_of(&self, index: u32) -> TimerKey {
         TimerKey {
             index,

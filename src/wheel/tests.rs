@@ -271,6 +271,89 @@ fn many_lazy_moves_fire_in_last_arming_order() {
 }
 
 #[test]
+fn timers_moved_later_out_of_their_bucket_stay_exact() {
+    // `a` sits in a level-2 bucket (ticks 4096..8191) and is moved far past
+    // it, into what is now another level-2 bucket and then another level.
+    // It may stay in its old bucket; the earliest deadline, the wakeup
+    // bound and the firing ticks must not show it.
+    let mut w = Wheel::new();
+    let a = w.insert_at(5000, 'a');
+    let b = w.insert_at(9000, 'b'); // the next level-2 bucket
+    let c = w.insert_at(300_000, 'c'); // level 3
+    assert_eq!(w.next_deadline(), Some(5000));
+    w.reschedule_at(a, 9500).unwrap();
+    assert_eq!(w.next_deadline(), Some(9000), "b is first now");
+    assert!(w.next_wakeup().unwrap() <= 9000);
+    w.reschedule_at(b, 400_000).unwrap();
+    assert_eq!(w.next_deadline(), Some(9500), "a, then c, then b");
+    w.reschedule_at(a, 500_000).unwrap();
+    assert_eq!(w.next_deadline(), Some(300_000));
+    assert_eq!(w.ticks_to_next_event(1 << 30), 300_000);
+    assert_eq!(w.ticks_to_next_event(1000), 1000);
+    assert_eq!(w.deadline(a), Some(500_000));
+    // Advancing through the old buckets fires nothing early.
+    assert!(w.poll(299_999).is_none());
+    assert_eq!(w.next_deadline(), Some(300_000));
+    assert_eq!(
+        drain(&mut w, 1 << 20),
+        vec![(300_000, 'c'), (400_000, 'b'), (500_000, 'a')]
+    );
+    assert!(!w.contains(c));
+}
+
+#[test]
+fn timers_moved_later_keep_last_arming_order_across_buckets() {
+    // Timers from several level-2 buckets all moved (later) onto one tick in
+    // a scrambled order, some of them twice: they fire in the order of their
+    // last arming, mixed with timers armed directly for that tick.
+    let mut w = Wheel::new();
+    let target = 200_000;
+    let keys: Vec<TimerKey> = (0..40u32)
+        .map(|i| w.insert_at(4096 + 300 * u64::from(i), i))
+        .collect();
+    let mut order = Vec::new();
+    for step in 0..60usize {
+        let i = (step * 17 + 5) % keys.len();
+        w.reschedule_at(keys[i], target).unwrap();
+        order.retain(|&j| j != i as u32);
+        order.push(i as u32);
+        if step % 7 == 0 {
+            let direct = 100 + step as u32;
+            w.insert_at(target, direct);
+            order.push(direct);
+        }
+    }
+    let fired: Vec<u32> = drain(&mut w, target)
+        .into_iter()
+        .filter(|&(tick, _)| tick == target)
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(fired, order);
+}
+
+#[test]
+fn a_lone_timer_far_ahead_fires_on_its_tick_with_nothing_else_moved() {
+    // A single timer in a high bucket is popped without cascading; `now()`
+    // reads its deadline, and timers armed afterwards are placed from there.
+    let mut w = Wheel::new();
+    w.insert_at(1_000_003, 'x');
+    let e = w.poll(u64::MAX).unwrap();
+    assert_eq!((e.deadline, w.now(), e.value), (1_000_003, 1_000_003, 'x'));
+    w.insert(1, 'y');
+    w.insert(70, 'z');
+    assert_eq!(w.next_deadline(), Some(1_000_004));
+    assert_eq!(
+        drain(&mut w, 2_000_000),
+        vec![(1_000_004, 'y'), (1_000_073, 'z')]
+    );
+    // Not before its tick when the target stops short of it.
+    w.insert_at(3_000_000, 'q');
+    assert!(w.poll(2_999_999).is_none());
+    assert_eq!(w.now(), 2_999_999);
+    assert_eq!(w.poll(3_000_000).unwrap().value, 'q');
+}
+
+#[test]
 fn is_due_now_tells_whether_a_poll_at_now_returns_a_timer() {
     let mut w = Wheel::new();
     assert!(!w.is_due_now());
