@@ -353,3 +353,44 @@ fn a_panic_while_lent_gives_the_shard_back_to_its_owner() {
     }
     drop(timer);
 }
+
+/// `Builder::lend_while_idle(false)`: driver threads keep their shards while
+/// they sleep, so other threads' operations go through the intake again; a
+/// stopped timer is still reclaimed while the driver sleeps (CONTRACT 13,
+/// 21), and a start due before the driver's sleep still fires.
+#[test]
+fn drivers_that_do_not_lend_still_reclaim_and_fire() {
+    let service = TimerService::builder()
+        .shards(1)
+        .lend_while_idle(false)
+        .build()
+        .unwrap();
+    let long = service.start(Duration::from_secs(3600), |_| {}).unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while service.stats().armed != 1 {
+        assert!(
+            Instant::now() < give_up,
+            "the driver never took the timer in"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(long.cancel(), Stop::Cancelled);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = fired.clone();
+    let soon = service
+        .start(Duration::from_millis(2), move |_| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while service.stats().freed != 1 || fired.load(SeqCst) != 1 {
+        assert!(
+            Instant::now() < give_up,
+            "not reclaimed or not fired: {:?}, fired {}",
+            service.stats(),
+            fired.load(SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(soon);
+}

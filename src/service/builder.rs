@@ -74,6 +74,8 @@ pub(crate) struct Config {
     pub(crate) driver: Driver,
     pub(crate) panic_hook: Option<PanicHook>,
     pub(crate) waker: Option<Waker>,
+    /// Driver threads lend their shards while they sleep (`lend_while_idle`).
+    pub(crate) lend: bool,
 }
 
 /// Builds a [`TimerService`].
@@ -98,6 +100,7 @@ pub struct Builder {
     clock: Clock,
     panic_hook: Option<PanicHook>,
     waker: Option<Waker>,
+    lend: bool,
 }
 
 impl Default for Builder {
@@ -124,6 +127,7 @@ impl Builder {
             clock: Clock::Monotonic,
             panic_hook: None,
             waker: None,
+            lend: true,
         }
     }
 
@@ -168,6 +172,23 @@ impl Builder {
         self
     }
 
+    /// Whether driver threads lend their shards while they sleep (default
+    /// `true`; see [`ShardGuard::idle`](crate::ShardGuard::idle)): other
+    /// threads then apply their starts, stops and restarts themselves
+    /// instead of queueing them and waking the driver. That roughly halves
+    /// what a start+stop from a thread that owns no shard costs (BENCHMARKS.md,
+    /// issue 11), but a driver that sleeps more wakes later on a machine
+    /// with more busy threads than cores: with 8 busy threads on 2 cores,
+    /// timers fired about 2 ms late at the median lent against 1 ms not
+    /// lent, and p99 11-47 ms against 2-7 ms. Turn it off where firing
+    /// latency under CPU oversubscription matters more than the cost of
+    /// remote operations. Embedded owners choose for themselves (`idle`
+    /// lends, `next_deadline` does not).
+    pub fn lend_while_idle(mut self, lend: bool) -> Self {
+        self.lend = lend;
+        self
+    }
+
     /// Builds the service (and, for [`Driver::Threads`], spawns its threads).
     ///
     /// # Errors
@@ -199,6 +220,7 @@ impl Builder {
                 driver: self.driver,
                 panic_hook: self.panic_hook,
                 waker: self.waker,
+                lend: self.lend,
             },
             shut_down: AtomicBool::new(false),
             spread: AtomicUsize::new(0),

@@ -310,7 +310,7 @@ fn drive(mut guard: ShardGuard) {
         let cap = shard
             .take_activity()
             .then(|| inner.current_tick(guard.shard).saturating_add(active_ticks));
-        guard.idle_until(cap, |sleep| {
+        let mut sleep = |sleep: Option<Duration>| {
             if inner.is_shut_down() || sleep.is_some_and(|d| d.is_zero()) {
                 return;
             }
@@ -324,7 +324,12 @@ fn drive(mut guard: ShardGuard) {
                 (None, None) => thread::park(),
             }
             linger.after_park(shard);
-        });
+        };
+        if inner.config.lend {
+            guard.idle_until(cap, sleep);
+        } else {
+            sleep(guard.publish_sleep(cap));
+        }
     }
     // `guard` drops here: it sweeps the shard (shut down) and unclaims it.
 }

@@ -187,7 +187,16 @@ impl Shard {
             .compare_exchange_weak(LENT | WANTED, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            super::backoff(&mut spins);
+            // Spin, then yield, but never sleep: a helper is inside for a
+            // few hundred nanoseconds unless it was preempted, and then
+            // yielding is what lets it run again soonest (a sleep would add
+            // the timer slack and a wakeup to every such wait).
+            spins += 1;
+            if spins < 64 {
+                crate::sync::spin_hint();
+            } else {
+                crate::sync::thread::yield_now();
+            }
         }
     }
 
