@@ -71,13 +71,16 @@ struct Config {
     drain: f64,
     tokio_workers: usize,
     churn_batch: usize,
+    /// `Builder::lend_while_idle` for tickwheel's driver threads.
+    lend: bool,
 }
 
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
         "usage: churn_lateness [--impl tickwheel|tokio|both] [--timers N] [--seconds S] \
-         [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N]"
+         [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
+         [--no-lend]"
     );
     std::process::exit(2);
 }
@@ -93,6 +96,7 @@ fn parse_args() -> Config {
         drain: 3.0,
         tokio_workers: cores,
         churn_batch: 256,
+        lend: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -120,6 +124,7 @@ fn parse_args() -> Config {
             "--drain" => config.drain = number(&flag, &value()),
             "--tokio-workers" => config.tokio_workers = number(&flag, &value()),
             "--churn-batch" => config.churn_batch = number(&flag, &value()),
+            "--no-lend" => config.lend = false,
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown argument {other:?}")),
         }
@@ -318,6 +323,7 @@ fn run_tickwheel(config: &Config) -> String {
     reset_peak_rss();
     let service = TimerService::builder()
         .driver(Driver::Threads { pin: false })
+        .lend_while_idle(config.lend)
         .build()
         .expect("build the service");
     let record = Arc::new(Record::new(config.timers));
@@ -384,8 +390,9 @@ fn run_tickwheel(config: &Config) -> String {
     let hwm = proc_status_kib("VmHWM:");
     service.shutdown();
     let title = format!(
-        "tickwheel: Driver::Threads, {} shards",
-        service.shard_count()
+        "tickwheel: Driver::Threads, {} shards{}",
+        service.shard_count(),
+        if config.lend { "" } else { ", not lent" }
     );
     report(
         config,

@@ -107,6 +107,15 @@ const PENDING_LIMIT: usize = 1 << 10;
 #[cfg(loom)]
 const PENDING_LIMIT: usize = 1 << 10;
 
+/// The bound for a producer that owns a shard itself (an embedded owner, or
+/// a callback): eight times `PENDING_LIMIT`. While such a producer is held it
+/// does not poll its own shard, so two owners that keep stopping each
+/// other's timers (a request/response server) held each other at every turn
+/// at the lower bound: the main demo's timers fired seconds late. Owners
+/// take in their own intakes as they go, so what they leave waiting for each
+/// other stays short without the tighter bound.
+const OWNER_PENDING_LIMIT: usize = PENDING_LIMIT * 8;
+
 // No `const { }` initialisers: loom's `thread_local!` does not accept them.
 thread_local! {
     /// `(service address, shard)` of the shard this thread owns, if any.
@@ -537,8 +546,14 @@ impl Inner {
         if self.help(shard, message) {
             return;
         }
-        if target.intake.pending() >= PENDING_LIMIT {
-            self.wait_for_backlog(shard);
+        let owner = OWNED_SHARD.with(|owned| owned.get().0) == self.address();
+        let limit = if owner {
+            OWNER_PENDING_LIMIT
+        } else {
+            PENDING_LIMIT
+        };
+        if target.intake.pending() >= limit {
+            self.wait_for_backlog(shard, limit);
         }
         let pending = target.intake.push(message);
         // A start or restart needs the owner by its deadline; a stop or
@@ -589,7 +604,8 @@ impl Inner {
         applied
     }
 
-    /// Backpressure (CONTRACT 20): `PENDING_LIMIT` messages already wait for
+    /// Backpressure (CONTRACT 20): `limit` messages (`PENDING_LIMIT`, or
+    /// `OWNER_PENDING_LIMIT` for a producer that owns a shard) already wait for
     /// `shard`'s owner, so this producer gives the owner time to take them
     /// in before adding another: it spins, yields, then sleeps in 50 µs
     /// steps, for about a millisecond at most, and then goes ahead anyway.
@@ -605,9 +621,14 @@ impl Inner {
     /// its own intake while it waits, so two owners that each wait for the
     /// other both make progress.
     #[cold]
-    fn wait_for_backlog(&self, shard: usize) {
-        /// Backoff rounds: 64 spins, 64 yields, then 20 sleeps of 50 µs.
+    fn wait_for_backlog(&self, shard: usize, limit: usize) {
+        /// Backoff rounds: 64 spins, 64 yields, then 20 sleeps of 50 µs...
         const MAX_ROUNDS: u32 = 148;
+        /// ... but no longer than this in all: on a loaded machine each short
+        /// sleep can last a scheduler quantum, and the hold must stay about a
+        /// millisecond whatever the load.
+        const MAX_HOLD: Duration = Duration::from_millis(1);
+        let began = std::time::Instant::now();
         let target = &self.shards[shard];
         target.counters.held_back.fetch_add(1, Ordering::Relaxed);
         let (service, own) = OWNED_SHARD.with(|owned| owned.get());
@@ -617,7 +638,10 @@ impl Inner {
             self.wake(shard);
         }
         let mut spins = 0;
-        while target.intake.pending() >= PENDING_LIMIT && spins < MAX_ROUNDS && !self.is_shut_down()
+        while target.intake.pending() >= limit
+            && spins < MAX_ROUNDS
+            && began.elapsed() < MAX_HOLD
+            && !self.is_shut_down()
         {
             if service == self.address() {
                 // SAFETY: this thread holds the claim of shard `own`, and no

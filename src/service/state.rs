@@ -53,7 +53,7 @@
 //! 2. While the owner takes in its intake, the moves it has not seen are at
 //!    most the messages waiting for it, plus one per producer between its
 //!    CAS and its push. Backpressure keeps the waiting messages near
-//!    `PENDING_LIMIT` (2^10): past it, each producer is held about a
+//!    `PENDING_LIMIT` (2^10; 2^13 for producers that own a shard): past it, each producer is held about a
 //!    millisecond per operation (`Inner::wait_for_backlog`).
 //! 3. While an owner takes in nothing at all (stalled, or an embedded owner
 //!    that stopped polling), producers are not blocked (CONTRACT 7) but run
