@@ -20,7 +20,9 @@
  * and a one-line `row:` summary for BENCHMARKS.md.
  *
  * Usage: overload [threads=8] [timers_per_thread=200000] [shards=4]
- *                 [max_delay_ms=50] [timeout_s=30] [arm_nice=0]
+ *                 [max_delay_ms=50] [timeout_s=30] [arm_nice=0] [lend=1]
+ * lend=0 creates the service with TW_SERVICE_NO_LEND (driver threads keep
+ * their shards while they sleep).
  * arm_nice > 0 lowers the arming threads' priority (Linux per-thread nice):
  * a diagnostic, to see how much of the lateness is the arming threads
  * taking the CPU from the driver threads.
@@ -217,7 +219,7 @@ static unsigned long parse(const char *text, const char *name, unsigned long lo,
         fprintf(stderr, "overload: %s must be a number in %lu..%lu, got \"%s\"\n", name, lo, hi,
                 text);
         fprintf(stderr, "usage: overload [threads=8] [timers_per_thread=200000] [shards=4] "
-                        "[max_delay_ms=50] [timeout_s=30] [arm_nice=0]\n");
+                        "[max_delay_ms=50] [timeout_s=30] [arm_nice=0] [lend=1]\n");
         exit(2);
     }
     return v;
@@ -230,8 +232,9 @@ int main(int argc, char **argv) {
     uint64_t max_delay_ms = argc > 4 ? parse(argv[4], "max_delay_ms", 1, 3600000) : 50;
     uint64_t timeout_s = argc > 5 ? parse(argv[5], "timeout_s", 1, 3600) : 30;
     int arm_nice = argc > 6 ? (int)parse(argv[6], "arm_nice", 0, 19) : 0;
-    if (argc > 7) {
-        fprintf(stderr, "overload: at most 6 arguments\n");
+    int lend = argc > 7 ? (int)parse(argv[7], "lend", 0, 1) : 1;
+    if (argc > 8) {
+        fprintf(stderr, "overload: at most 7 arguments\n");
         return 2;
     }
     total = threads * per_thread;
@@ -265,6 +268,7 @@ int main(int argc, char **argv) {
 
     tw_service_config config = {0};
     config.shards = shards;
+    config.flags = lend ? 0 : TW_SERVICE_NO_LEND;
     tw_result r = tw_service_new(&config, &service);
     if (r != TW_OK) {
         fprintf(stderr, "overload: tw_service_new: %s\n", tw_result_str(r));

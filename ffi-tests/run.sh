@@ -11,7 +11,7 @@
 #              Build 7) against the release library, as a C user builds it.
 #              Arguments after `overload` go to the program (see its top).
 # Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind|tsan]...
-#        bash ffi-tests/run.sh overload [threads timers_per_thread shards max_delay_ms timeout_s arm_nice]
+#        bash ffi-tests/run.sh overload [threads timers_per_thread shards max_delay_ms timeout_s arm_nice lend]
 #        (default: plain shared asan valgrind; tsan needs the nightly
 #        toolchain with rust-src, so it runs only when named)
 # `cargo test --test ffi_c` runs the plain and shared builds; .ci/run runs this.

@@ -217,12 +217,19 @@ static void test_config(void) {
     CHECK(count == 3 && tick == 100000);
     tw_service_free(service);
 
+    /* Driver threads that keep their shards while they sleep. */
+    config.flags = TW_SERVICE_NO_LEND;
+    CHECK_OK(tw_service_new(&config, &service));
+    tw_service_free(service);
+
     tw_service *untouched = (tw_service *)&config;
     tw_service_config bad = {0};
     bad.flags = 1u << 7;
     CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
     CHECK(untouched == (tw_service *)&config);
     bad.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_PIN_THREADS;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
+    bad.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_NO_LEND;
     CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
     bad.flags = 0;
     bad.wake = on_wake;

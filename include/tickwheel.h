@@ -58,6 +58,16 @@
 #define TW_SERVICE_MANUAL_CLOCK 4
 
 /**
+ * Flag for `tw_service_config.flags`: driver threads keep their shards
+ * while they sleep instead of lending them (Rust:
+ * `Builder::lend_while_idle(false)`). Lent, other threads apply their
+ * starts and stops themselves, which is cheaper for them; not lent, the
+ * drivers are awake more, which fires timers sooner on a machine with more
+ * busy threads than cores. Not with `TW_SERVICE_EMBEDDED`.
+ */
+#define TW_SERVICE_NO_LEND 8
+
+/**
  * Flag for `tw_timer_spec.flags`: for a periodic timer whose owner was late,
  * fire every missed period back to back instead of once (the others are
  * counted in `tw_expiry.overruns` either way when not bursting).

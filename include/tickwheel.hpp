@@ -449,6 +449,10 @@ struct config {
     bool manual_clock = false;
     /// Embedded services: wake the owner of a shard (any thread, must not block).
     std::function<void(std::size_t)> wake;
+    /// Driver threads only: lend their shards while they sleep (see
+    /// `TW_SERVICE_NO_LEND`); false keeps them awake more. Last, so that
+    /// positional initialisers written before it existed still compile.
+    bool lend_while_idle = true;
 };
 
 /// An RAII timer service. Move-only.
@@ -655,7 +659,8 @@ private:
         }
         raw_config.flags = (cfg.embedded ? TW_SERVICE_EMBEDDED : 0u) |
                            (cfg.pin_threads ? TW_SERVICE_PIN_THREADS : 0u) |
-                           (cfg.manual_clock ? TW_SERVICE_MANUAL_CLOCK : 0u);
+                           (cfg.manual_clock ? TW_SERVICE_MANUAL_CLOCK : 0u) |
+                           (cfg.lend_while_idle ? 0u : TW_SERVICE_NO_LEND);
         auto state = std::make_shared<detail::service_state>();
         if (cfg.wake) {
             state->wake = cfg.wake;

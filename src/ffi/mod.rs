@@ -46,7 +46,7 @@ pub use result::{tw_result, tw_result_describe, tw_result_str};
 pub use service::{
     tw_service, tw_service_advance_clock, tw_service_config, tw_service_free, tw_service_new,
     tw_service_shard_count, tw_service_shutdown, tw_service_tick_ns, tw_wake_fn,
-    TW_SERVICE_EMBEDDED, TW_SERVICE_MANUAL_CLOCK, TW_SERVICE_PIN_THREADS,
+    TW_SERVICE_EMBEDDED, TW_SERVICE_MANUAL_CLOCK, TW_SERVICE_NO_LEND, TW_SERVICE_PIN_THREADS,
 };
 pub use shard::{
     tw_shard, tw_shard_claim, tw_shard_index, tw_shard_next_deadline_ns, tw_shard_next_timeout_ms,

@@ -15,8 +15,16 @@ pub const TW_SERVICE_PIN_THREADS: u32 = 2;
 /// Flag for `tw_service_config.flags`: time only moves when
 /// `tw_service_advance_clock` says so (for tests and simulations).
 pub const TW_SERVICE_MANUAL_CLOCK: u32 = 4;
+/// Flag for `tw_service_config.flags`: driver threads keep their shards
+/// while they sleep instead of lending them (Rust:
+/// `Builder::lend_while_idle(false)`). Lent, other threads apply their
+/// starts and stops themselves, which is cheaper for them; not lent, the
+/// drivers are awake more, which fires timers sooner on a machine with more
+/// busy threads than cores. Not with `TW_SERVICE_EMBEDDED`.
+pub const TW_SERVICE_NO_LEND: u32 = 8;
 
-const KNOWN_FLAGS: u32 = TW_SERVICE_EMBEDDED | TW_SERVICE_PIN_THREADS | TW_SERVICE_MANUAL_CLOCK;
+const KNOWN_FLAGS: u32 =
+    TW_SERVICE_EMBEDDED | TW_SERVICE_PIN_THREADS | TW_SERVICE_MANUAL_CLOCK | TW_SERVICE_NO_LEND;
 
 /// Called with a shard index when that shard's owner must wake up early: a
 /// timer was started (or restarted) that is due before the deadline the
@@ -107,7 +115,8 @@ pub unsafe extern "C" fn tw_service_new(
         }
         let embedded = flags & TW_SERVICE_EMBEDDED != 0;
         let pin = flags & TW_SERVICE_PIN_THREADS != 0;
-        if (embedded && pin) || (!embedded && wake.is_some()) {
+        let no_lend = flags & TW_SERVICE_NO_LEND != 0;
+        if (embedded && (pin || no_lend)) || (!embedded && wake.is_some()) {
             return Err(tw_result::TW_INVALID_ARGUMENT);
         }
         let mut builder = Builder::new()
@@ -120,7 +129,8 @@ pub unsafe extern "C" fn tw_service_new(
                 Driver::Embedded
             } else {
                 Driver::Threads { pin }
-            });
+            })
+            .lend_while_idle(!no_lend);
         if shards != 0 {
             builder = builder.shards(shards);
         }

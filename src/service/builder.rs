@@ -175,15 +175,13 @@ impl Builder {
     /// Whether driver threads lend their shards while they sleep (default
     /// `true`; see [`ShardGuard::idle`](crate::ShardGuard::idle)): other
     /// threads then apply their starts, stops and restarts themselves
-    /// instead of queueing them and waking the driver. That roughly halves
-    /// what a start+stop from a thread that owns no shard costs (BENCHMARKS.md,
-    /// issue 11), but a driver that sleeps more wakes later on a machine
-    /// with more busy threads than cores: with 8 busy threads on 2 cores,
-    /// timers fired about 2 ms late at the median lent against 1 ms not
-    /// lent, and p99 11-47 ms against 2-7 ms. Turn it off where firing
-    /// latency under CPU oversubscription matters more than the cost of
-    /// remote operations. Embedded owners choose for themselves (`idle`
-    /// lends, `next_deadline` does not).
+    /// instead of queueing them and waking the driver, which roughly halves
+    /// what a start+stop from a thread that owns no shard costs
+    /// (BENCHMARKS.md, issue 11). A driver lends only while nothing in its
+    /// shard is due within the next 5 ms: lent, producers are never slowed
+    /// by backpressure, and on a machine with more busy threads than cores a
+    /// driver with timers due soon would then get too little CPU to fire
+    /// them on time. `false` never lends.
     pub fn lend_while_idle(mut self, lend: bool) -> Self {
         self.lend = lend;
         self
