@@ -304,7 +304,7 @@ fn drive(mut guard: ShardGuard) {
     // millisecond at a time, so that a start due later than that need not
     // wake this thread (a wake costs the producer a system call).
     let active_ticks = inner.ticks_ceil(1_000_000).max(1);
-    // Lend only when nothing is due for a while (see `lends_now`).
+    // Lend only when nothing is due for a while (see `LEND_QUIET_NANOS`).
     let quiet_ticks = inner.ticks_ceil(LEND_QUIET_NANOS).max(1);
     let mut linger = Linger::new();
     while !inner.is_shut_down() {
