@@ -17,6 +17,8 @@ mod imp {
     };
     pub(crate) use std::sync::Arc;
     pub(crate) use std::thread;
+    #[allow(unused_imports)]
+    // `service/mod.rs` declares its thread-locals with std's macro directly here.
     pub(crate) use std::thread_local;
 
     /// `std::cell::UnsafeCell` with loom's closure-based accessors.

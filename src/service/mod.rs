@@ -75,7 +75,9 @@ use shard::Shard;
 use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, RUNNING};
 use timer::When;
 
-use crate::sync::{thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
+#[cfg(any(loom, shuttle))]
+use crate::sync::thread_local;
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
 use crate::TimerError;
 
 /// Pending intake messages after which the owner is woken even though no new
@@ -116,15 +118,25 @@ const PENDING_LIMIT: usize = 1 << 10;
 /// other stays short without the tighter bound.
 const OWNER_PENDING_LIMIT: usize = PENDING_LIMIT * 8;
 
-// No `const { }` initialisers: loom's `thread_local!` does not accept them.
-thread_local! {
+// The same three thread-locals twice: with `const` initialisers in normal
+// builds (no lazy-initialisation check on the START/STOP paths, which read
+// `OWNED_SHARD` several times), without them under loom and shuttle, whose
+// `thread_local!` does not accept them.
+#[cfg(not(any(loom, shuttle)))]
+std::thread_local! {
     /// `(service address, shard)` of the shard this thread owns, if any.
+    static OWNED_SHARD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+    /// `(service address, timer id)` of the callback running on this thread.
+    static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// Spreads starts from threads that own no shard.
+    static SPREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+#[cfg(any(loom, shuttle))]
+thread_local! {
     #[allow(clippy::missing_const_for_thread_local)]
     static OWNED_SHARD: std::cell::Cell<(usize, usize)> = std::cell::Cell::new((0, 0));
-    /// `(service address, timer id)` of the callback running on this thread.
     #[allow(clippy::missing_const_for_thread_local)]
     static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = std::cell::Cell::new((0, 0));
-    /// Spreads starts from threads that own no shard.
     #[allow(clippy::missing_const_for_thread_local)]
     static SPREAD: std::cell::Cell<usize> = std::cell::Cell::new(usize::MAX);
 }

@@ -522,7 +522,7 @@ impl Shard {
     ///
     /// # Safety
     /// The caller owns the shard.
-    unsafe fn settle(&self, inner: &Inner, slot: &Slot, index: u32, mut word: Word) {
+    unsafe fn settle(&self, inner: &Inner, slot: &Slot, index: u32, word: Word) {
         // SAFETY: the caller owns the shard.
         let stale = unsafe {
             is_linked(slot)
@@ -534,20 +534,16 @@ impl Shard {
             // SAFETY: as above; the slot is linked.
             unsafe { self.unlink(inner, index) };
         }
-        loop {
-            if !word.is_reclaimable() {
-                return;
-            }
-            // Nobody else can change a reclaimable word (no handle, not
-            // armed, not running), so this CAS only fails spuriously never;
-            // loop anyway for robustness.
-            let next_gen = word.gen() + 1;
-            let freed = super::state::Word::free(next_gen);
-            match slot.cas(word, freed) {
-                Ok(_) => break,
-                Err(actual) => word = actual,
-            }
+        if !word.is_reclaimable() {
+            return;
         }
+        // Nobody else can change a reclaimable word: no handle holds it (a
+        // transition needs `HANDLE`, or `RUNNING` for the timer's own
+        // callback), it is not armed (only the owner, this thread, fires),
+        // and it is not running. So a plain store frees it; a CAS here was
+        // one more locked instruction on every STOP's reclaim.
+        let freed = super::state::Word::free(word.gen() + 1);
+        slot.state.store(freed.0, Ordering::Release);
         // SAFETY: the caller owns the shard, and the slot is FREE now but
         // not yet on the free list, so no allocator can reach it. It is not
         // linked: a reclaimable word is not armed, so it was unlinked above
