@@ -93,13 +93,18 @@ impl ShardGuard {
     /// a start due earlier than that must wake this owner (through the
     /// service's waker); if one already arrived it returns `Some(ZERO)`.
     pub fn next_deadline(&mut self) -> Option<Duration> {
-        self.publish_sleep(None)
+        let next = self.next_deadline_tick();
+        self.publish_sleep(next, None)
     }
 
-    /// [`next_deadline`](Self::next_deadline), sleeping no later than tick
-    /// `cap` if given.
-    fn publish_sleep(&mut self, cap: Option<u64>) -> Option<Duration> {
-        let tick = self.next_deadline_tick();
+    /// [`next_deadline`](Self::next_deadline) for a `next` that the caller
+    /// has just read from [`next_deadline_tick`](Self::next_deadline_tick)
+    /// (the driver reads it once per loop, for its lending decision too),
+    /// sleeping no later than tick `cap` if given. Nothing can have entered
+    /// the wheel since: this thread holds the shard, and what others sent
+    /// meanwhile waits in the intake, which `Shard::publish_sleep` checks.
+    fn publish_sleep(&mut self, next: Option<u64>, cap: Option<u64>) -> Option<Duration> {
+        let tick = next;
         let tick = match cap {
             Some(cap) => Some(tick.map_or(cap, |tick| tick.min(cap))),
             None => tick,
@@ -143,12 +148,20 @@ impl ShardGuard {
     /// # Ok::<(), tickwheel::TimerError>(())
     /// ```
     pub fn idle<R>(&mut self, park: impl FnOnce(Option<Duration>) -> R) -> R {
-        self.idle_until(None, park)
+        let next = self.next_deadline_tick();
+        self.idle_until(next, None, park)
     }
 
-    /// [`idle`](Self::idle), sleeping no later than tick `cap` if given.
-    fn idle_until<R>(&mut self, cap: Option<u64>, park: impl FnOnce(Option<Duration>) -> R) -> R {
-        let sleep = self.publish_sleep(cap);
+    /// [`idle`](Self::idle) for a `next` just read from
+    /// [`next_deadline_tick`](Self::next_deadline_tick), sleeping no later
+    /// than tick `cap` if given.
+    fn idle_until<R>(
+        &mut self,
+        next: Option<u64>,
+        cap: Option<u64>,
+        park: impl FnOnce(Option<Duration>) -> R,
+    ) -> R {
+        let sleep = self.publish_sleep(next, cap);
         if sleep == Some(Duration::ZERO) || self.inner.is_shut_down() {
             return park(sleep);
         }
@@ -310,10 +323,9 @@ fn drive(mut guard: ShardGuard) {
     while !inner.is_shut_down() {
         let _ = guard.poll();
         let now = inner.current_tick(guard.shard);
-        let lend = inner.config.lend
-            && guard
-                .next_deadline_tick()
-                .is_none_or(|next| next >= now.saturating_add(quiet_ticks));
+        let next = guard.next_deadline_tick();
+        let lend =
+            inner.config.lend && next.is_none_or(|next| next >= now.saturating_add(quiet_ticks));
         let cap = (shard.take_activity() && lend).then(|| now.saturating_add(active_ticks));
         let mut sleep = |sleep: Option<Duration>| {
             if inner.is_shut_down() || sleep.is_some_and(|d| d.is_zero()) {
@@ -331,9 +343,9 @@ fn drive(mut guard: ShardGuard) {
             linger.after_park(shard);
         };
         if lend {
-            guard.idle_until(cap, sleep);
+            guard.idle_until(next, cap, sleep);
         } else {
-            sleep(guard.publish_sleep(cap));
+            sleep(guard.publish_sleep(next, cap));
         }
     }
     // `guard` drops here: it sweeps the shard (shut down) and unclaims it.
