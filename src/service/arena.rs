@@ -17,15 +17,14 @@
 //! `2 BASE` four times, `4 BASE`, ... A new segment therefore adds at most a
 //! quarter of what the arena already holds (plus `BASE` slots), so a service
 //! that never holds more than `n` timers at once owns at most about `5n/4`
-//! slots (60 bytes per timer), and
+//! slots (50 bytes per timer), and
 //! the segment number of an index is still a couple of shifts. Freed slots
 //! go back to a lock-free free list (a Treiber stack whose head carries an
 //! ABA tag) and are reused before the array grows: start/stop churn leaves
 //! memory flat.
 //!
-//! A slot is 48 bytes (checked by a test): the state word, the callback (one
-//! word: see `callback.rs`), the wheel's arming order number, and the shard
-//! wheel's links to other slots (the wheel is intrusive: a timer
+//! A slot is 40 bytes (checked by a test): the state word, the callback (one
+//! word: see `callback.rs`), and the shard wheel's links to other slots (the wheel is intrusive: a timer
 //! needs no entry anywhere else). The `next` link doubles as the free-list
 //! link while the slot is free, which is why it is an atomic.
 //!
@@ -70,10 +69,6 @@ pub(crate) struct Owned {
     pub(crate) prev: u32,
     /// The arming `seq` the wheel entry stands for.
     pub(crate) linked_seq: u32,
-    /// The wheel's arming order number (`Nodes::seq`): lets a restart that
-    /// moves the deadline later leave the entry where it is and still keep
-    /// same-tick order (see the wheel's "lazy moves").
-    pub(crate) order: u64,
 }
 
 impl Owned {
@@ -83,7 +78,6 @@ impl Owned {
             deadline: 0,
             prev: NIL,
             linked_seq: 0,
-            order: 0,
         }
     }
 }
@@ -364,9 +358,9 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_48_bytes() {
+    fn a_slot_is_40_bytes() {
         // Every armed timer pays for one slot (plus at most a quarter for
         // growth): the memory target is 64 bytes per timer.
-        assert_eq!(std::mem::size_of::<Slot>(), 48);
+        assert_eq!(std::mem::size_of::<Slot>(), 40);
     }
 }

@@ -32,27 +32,6 @@ impl<'a> SlotNodes<'a> {
 }
 
 impl Nodes for SlotNodes<'_> {
-    /// Each slot keeps its arming order number (`Owned::order`), so a
-    /// restart that moves a timer later on a level above 0 rewrites its
-    /// deadline in place instead of relinking it (the common idle-timeout
-    /// restart: one slot touched instead of the slot, its two neighbours
-    /// and the new bucket's tail, each a likely cache miss).
-    const ORDERED: bool = true;
-
-    fn seq(&self, index: u32) -> u64 {
-        // SAFETY: as in `node`.
-        self.slot(index)
-            .owned
-            .with(|owned| unsafe { (*owned).order })
-    }
-
-    fn set_seq(&mut self, index: u32, seq: u64) {
-        // SAFETY: as in `node`.
-        self.slot(index)
-            .owned
-            .with_mut(|owned| unsafe { (*owned).order = seq });
-    }
-
     fn node(&self, index: u32) -> Node {
         let slot = self.slot(index);
         // SAFETY (all accesses here): the owner's exclusive fields, see `new`.

@@ -38,7 +38,7 @@
 //! bucket's tail, touching two neighbours, even when the entry stays in the
 //! same bucket, which is what idle timers pushed a little later do almost
 //! every time. A store that can keep an arming sequence number per entry
-//! ([`Nodes::ORDERED`]; the `Wheel`'s slab and the service's slots both do)
+//! ([`Nodes::ORDERED`]; the `Wheel`'s slab does, the service's slots do not)
 //! gets a cheaper rule instead:
 //!
 //! * Every arming takes the next number of a counter (`seq`, 64 bits, never
