@@ -245,6 +245,79 @@ fn item5_deadline_order_then_fifo_within_a_tick() {
     assert_eq!(order, vec![2, 4, 6, 5, 1, 3]);
 }
 
+/// Restarts move timers among buckets (a move that stays in its bucket must
+/// still count as the newest arming): every timer must fire exactly on its
+/// last deadline, once, and timers due on one tick in the order of the calls
+/// that last armed them. (Fails if a move within a bucket leaves the entry
+/// where it is, as Ratas does.)
+/// Deadlines are multiples of 64 ticks, so many timers share a tick, and
+/// restarts move them later, earlier, or re-arm fired ones.
+#[test]
+fn item5_restarted_timers_keep_last_arming_order_within_a_tick() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut random = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    // Per timer: (deadline tick, arming number, fired).
+    let mut model: Vec<(u64, u64, bool)> = Vec::new();
+    let mut armings = 0u64;
+    let mut now = 0u64;
+    let mut timers = Vec::new();
+    for label in 0..400u32 {
+        let delay = 64 * (1 + random(40));
+        armings += 1;
+        model.push((now + delay, armings, false));
+        timers.push(
+            service
+                .start(MS * delay as u32, log.callback(label))
+                .unwrap(),
+        );
+    }
+    let mut fired_total = 0;
+    for _round in 0..300 {
+        for _ in 0..8 {
+            let i = random(timers.len() as u64) as usize;
+            let delay = 64 * (1 + random(40));
+            timers[i].restart(MS * delay as u32).unwrap();
+            armings += 1;
+            model[i] = (now + delay, armings, false);
+        }
+        let step = 16 * random(12);
+        now += step;
+        clock.advance(MS * step as u32);
+        guard.poll().unwrap();
+        let mut expected: Vec<(u64, u64, u32)> = model
+            .iter()
+            .enumerate()
+            .filter(|(_, &(deadline, _, fired))| !fired && deadline <= now)
+            .map(|(i, &(deadline, arming, _))| (deadline, arming, i as u32))
+            .collect();
+        expected.sort_unstable();
+        let seen = log.take();
+        let labels: Vec<u32> = seen.iter().map(|&(label, _, _)| label).collect();
+        let want: Vec<u32> = expected.iter().map(|&(_, _, label)| label).collect();
+        assert_eq!(labels, want, "fired set or order at tick {now}");
+        for (&(label, deadline, at), &(want_deadline, _, _)) in seen.iter().zip(&expected) {
+            assert_eq!(
+                (deadline, at),
+                (want_deadline, want_deadline),
+                "timer {label}"
+            );
+            model[label as usize].2 = true;
+        }
+        fired_total += seen.len();
+    }
+    assert!(
+        fired_total > 1000,
+        "the workload fired too little: {fired_total}"
+    );
+}
+
 #[test]
 fn item6_now_reads_the_deadline_tick_inside_a_long_poll() {
     let (service, mut guard, clock) = embedded(1);
