@@ -1,0 +1,83 @@
+//! The owner's hot paths, timed in a plain loop: START + `Timer::cancel`, or
+//! RESTART of one of 100,000 idle timeouts, on the thread that owns the
+//! shard (an embedded worker polling every 64 operations).
+//!
+//! The criterion rows `issue11/owner_start_cancel` and `issue11/restart_owner`
+//! (`benches/service_vs_tokio.rs`) measure the same work beside tokio and a
+//! mutex; this program exists because on a shared, noisy machine a long
+//! single-threaded loop, run several times alternately against another
+//! build, separates a 10 % change from the noise better than they do.
+//!
+//! ```sh
+//! cargo run --release --example owner_ops -- start-cancel 1000000
+//! cargo run --release --example owner_ops -- restart 500000
+//! ```
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use tickwheel::{Driver, TimerService};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "start-cancel".into());
+    let ops: u64 = match args.next().map(|n| n.parse()) {
+        None => 1_000_000,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => usage("the operation count must be a positive integer"),
+    };
+    let service = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .build()
+        .expect("an embedded service");
+    let mut guard = service.claim_shard(0).expect("shard 0 is free");
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let begin = Instant::now();
+    match mode.as_str() {
+        "start-cancel" => {
+            for i in 0..ops {
+                let delay = Duration::from_millis(1 + next() % 1000);
+                let timer = service.start(delay, |_| {}).expect("running service");
+                black_box(timer.cancel());
+                if i % 64 == 0 {
+                    black_box(guard.poll().expect("owner"));
+                }
+            }
+        }
+        "restart" => {
+            let idle = Duration::from_secs(30);
+            let timers: Vec<_> = (0..100_000)
+                .map(|_| service.start(idle, |_| {}).expect("running service"))
+                .collect();
+            let begin = Instant::now();
+            for i in 0..ops {
+                let timer = &timers[(next() % timers.len() as u64) as usize];
+                black_box(timer.restart(idle).expect("running service"));
+                if i % 64 == 0 {
+                    black_box(guard.poll().expect("owner"));
+                }
+            }
+            report(&mode, ops, begin);
+            return;
+        }
+        _ => usage("mode: start-cancel | restart"),
+    }
+    report(&mode, ops, begin);
+}
+
+fn report(mode: &str, ops: u64, begin: Instant) {
+    let nanos = begin.elapsed().as_nanos() as f64 / ops as f64;
+    println!("{mode}: {ops} operations, {nanos:.1} ns each");
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | restart] [operations]");
+    std::process::exit(2);
+}
