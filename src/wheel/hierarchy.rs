@@ -105,6 +105,12 @@ pub(crate) trait Nodes {
     fn set_prev(&mut self, index: u32, prev: u32);
     fn set_next(&mut self, index: u32, next: u32);
 
+    /// Rewrites only the entry's deadline (a move that keeps it in place).
+    fn set_deadline(&mut self, index: u32, deadline: u64) {
+        let node = self.node(index);
+        self.set_node(index, Node { deadline, ..node });
+    }
+
     /// The entry's arming sequence number (only used when `ORDERED`).
     fn seq(&self, _index: u32) -> u64 {
         0
@@ -287,6 +293,23 @@ impl Hierarchy {
     #[inline]
     pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         let node = nodes.node(index);
+        if N::ORDERED && usize::from(node.bucket) >= SLOTS && deadline >= node.deadline {
+            // The common move (an idle timer pushed later) on a high level:
+            // stays in place whatever bucket the new deadline maps to, so
+            // the bucket is not even computed. The memo cannot drop (the
+            // deadline grows); it is only forgotten if this entry held it.
+            nodes.set_deadline(index, deadline);
+            let seq = self.take_seq();
+            nodes.set_seq(index, seq);
+            if node.next != NIL {
+                let (level, slot) = split_bucket(node.bucket);
+                self.levels[level].unsorted |= 1 << slot;
+            }
+            if self.earliest.get() == Some(node.deadline) {
+                self.earliest.set(None);
+            }
+            return;
+        }
         let bucket = bucket_index(self.now, deadline);
         // Above level 0 an ordered store may leave the entry where it is
         // when it stays in its bucket, or when it moves later: its bucket
@@ -329,6 +352,16 @@ impl Hierarchy {
     #[inline]
     pub(crate) fn next_deadline_until<N: Nodes>(&self, nodes: &N, limit: u64) -> Option<u64> {
         if let Some(earliest) = self.earliest.get() {
+            return (earliest <= limit).then_some(earliest);
+        }
+        // Level 0 at or after `now` first: its buckets are single ticks and
+        // come before every higher level's (see `pop_due`), so the first one
+        // is the answer with no walk.
+        let current = self.now & SLOT_MASK;
+        let ahead = self.levels[0].occupied & (u64::MAX << current);
+        if ahead != 0 {
+            let earliest = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+            self.earliest.set(Some(earliest));
             return (earliest <= limit).then_some(earliest);
         }
         // Buckets in time order. Every entry's deadline is at or after its
@@ -413,10 +446,20 @@ impl Hierarchy {
                     // that order holds even if they change.
                     self.sort_bucket(nodes, 0, due_slot);
                 }
-                let index = self.levels[0].head[due_slot];
-                let deadline = self.unlink(nodes, index);
-                debug_assert_eq!(deadline, self.now);
-                return Some(index);
+                return Some(self.pop_head_due(nodes, due_slot));
+            }
+            // Level 0 first, without the general walk: a later bucket on
+            // level 0 starts before any higher level's next bucket (those
+            // lie beyond the current 64-tick block).
+            let ahead = self.levels[0].occupied & (u64::MAX << due_slot);
+            if ahead != 0 {
+                let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+                if start > target {
+                    self.now = self.now.max(target);
+                    return None;
+                }
+                self.now = start;
+                continue;
             }
             match self.next_bucket() {
                 Some((level, slot)) if self.bucket_start(level, slot) <= target => {
@@ -437,6 +480,37 @@ impl Hierarchy {
                 }
             }
         }
+    }
+
+    /// Unlinks the first entry of level 0's bucket for `now` (`slot`), which
+    /// is due now. Cheaper than [`unlink`](Self::unlink): the entry is the
+    /// head, and the memo, if known, is `now`; it stays right while the
+    /// bucket still holds an entry (due now too).
+    #[inline]
+    fn pop_head_due<N: Nodes>(&mut self, nodes: &mut N, slot: usize) -> u32 {
+        let level = &mut self.levels[0];
+        let index = level.head[slot];
+        let node = nodes.node(index);
+        debug_assert_eq!(node.deadline, self.now);
+        level.head[slot] = node.next;
+        if node.next == NIL {
+            level.tail[slot] = NIL;
+            level.occupied &= !(1 << slot);
+            level.unsorted &= !(1 << slot);
+            self.earliest.set(None);
+        } else {
+            nodes.set_prev(node.next, NIL);
+        }
+        nodes.set_node(
+            index,
+            Node {
+                bucket: UNLINKED,
+                prev: NIL,
+                next: NIL,
+                ..node
+            },
+        );
+        index
     }
 
     /// When the earliest bucket, on `level > 0`, holds a single entry that

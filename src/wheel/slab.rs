@@ -313,6 +313,10 @@ impl<T> Nodes for Slab<T> {
         entry.bucket = node.bucket;
     }
 
+    fn set_deadline(&mut self, index: u32, deadline: u64) {
+        self.entries[index as usize].deadline = deadline;
+    }
+
     fn set_prev(&mut self, index: u32, prev: u32) {
         self.entries[index as usize].prev = prev;
     }
