@@ -105,10 +105,19 @@ pub(crate) trait Nodes {
     fn set_prev(&mut self, index: u32, prev: u32);
     fn set_next(&mut self, index: u32, next: u32);
 
-    /// Rewrites only the entry's deadline (a move that keeps it in place).
-    fn set_deadline(&mut self, index: u32, deadline: u64) {
+    /// Rewrites only the entry's deadline and arming number (a move that
+    /// keeps it in place).
+    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
         let node = self.node(index);
         self.set_node(index, Node { deadline, ..node });
+        self.set_seq(index, seq);
+    }
+
+    /// [`set_node`](Self::set_node) and [`set_seq`](Self::set_seq) in one
+    /// (one access to the entry for a store that keeps both together).
+    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
+        self.set_node(index, node);
+        self.set_seq(index, seq);
     }
 
     /// The entry's arming sequence number (only used when `ORDERED`).
@@ -201,12 +210,13 @@ impl Hierarchy {
     /// maps to, as the most recently armed entry.
     #[inline]
     pub(crate) fn link<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
-        if N::ORDERED {
-            let seq = self.take_seq();
-            nodes.set_seq(index, seq);
-        }
         // The newest arming goes last: no order check needed.
-        self.place(nodes, index, deadline, false);
+        let seq = if N::ORDERED {
+            Some(self.take_seq())
+        } else {
+            None
+        };
+        self.place(nodes, index, deadline, seq);
     }
 
     /// The next arming sequence number.
@@ -217,24 +227,32 @@ impl Hierarchy {
         seq
     }
 
-    /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to,
-    /// keeping its sequence number. With `check_order`, marks the bucket
-    /// unsorted if the entry is older than the current tail.
+    /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to.
+    /// With `new_seq` (a new arming, the newest number) it stores that
+    /// number; without (a cascade) the entry keeps its number, and the
+    /// bucket is marked unsorted if the entry is older than the current tail.
     #[inline]
-    fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, check_order: bool) {
+    fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, new_seq: Option<u64>) {
         debug_assert!(deadline >= self.now);
         let bucket = bucket_index(self.now, deadline);
         let (level, slot) = split_bucket(bucket);
         let tail = self.levels[level].tail[slot];
-        nodes.set_node(
-            index,
-            Node {
-                deadline,
-                prev: tail,
-                next: NIL,
-                bucket,
-            },
-        );
+        let node = Node {
+            deadline,
+            prev: tail,
+            next: NIL,
+            bucket,
+        };
+        let check_order = match new_seq {
+            Some(seq) => {
+                nodes.set_node_seq(index, node, seq);
+                false
+            }
+            None => {
+                nodes.set_node(index, node);
+                true
+            }
+        };
         if tail == NIL {
             self.levels[level].head[slot] = index;
             self.levels[level].occupied |= 1 << slot;
@@ -298,9 +316,8 @@ impl Hierarchy {
             // stays in place whatever bucket the new deadline maps to, so
             // the bucket is not even computed. The memo cannot drop (the
             // deadline grows); it is only forgotten if this entry held it.
-            nodes.set_deadline(index, deadline);
             let seq = self.take_seq();
-            nodes.set_seq(index, seq);
+            nodes.set_deadline_seq(index, deadline, seq);
             if node.next != NIL {
                 let (level, slot) = split_bucket(node.bucket);
                 self.levels[level].unsorted |= 1 << slot;
@@ -310,6 +327,13 @@ impl Hierarchy {
             }
             return;
         }
+        self.relink_slow(nodes, index, node, deadline);
+    }
+
+    /// The rest of [`relink`](Self::relink), out of line so that the common
+    /// lazy move above stays a small leaf (no registers to save).
+    #[inline(never)]
+    fn relink_slow<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
         let bucket = bucket_index(self.now, deadline);
         // Above level 0 an ordered store may leave the entry where it is
         // when it stays in its bucket, or when it moves later: its bucket
@@ -364,6 +388,14 @@ impl Hierarchy {
             self.earliest.set(Some(earliest));
             return (earliest <= limit).then_some(earliest);
         }
+        self.next_deadline_walk(nodes, limit)
+    }
+
+    /// [`next_deadline_until`](Self::next_deadline_until) when the memo is
+    /// unknown and level 0 has nothing at or after `now`: out of line, so
+    /// the quick answers above cost no register saves.
+    #[inline(never)]
+    fn next_deadline_walk<N: Nodes>(&self, nodes: &N, limit: u64) -> Option<u64> {
         // Buckets in time order. Every entry's deadline is at or after its
         // bucket's first tick, so a bucket's first tick bounds everything
         // from there on; an entry moved later without relinking may lie
@@ -438,6 +470,36 @@ impl Hierarchy {
     /// `target` (or keeps it, if `target` is earlier) and returns `None`.
     #[inline]
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
+        // The common cases inline: a timer due now, or the next one on
+        // level 0 (a later level-0 bucket starts before any higher level's
+        // next bucket, which lies beyond the current 64-tick block).
+        let mut due_slot = (self.now & SLOT_MASK) as usize;
+        let occupied = self.levels[0].occupied;
+        if occupied & (1 << due_slot) == 0 {
+            let ahead = occupied & (u64::MAX << due_slot);
+            if ahead == 0 {
+                return self.pop_due_slow(nodes, target);
+            }
+            let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+            if start > target {
+                self.now = self.now.max(target);
+                return None;
+            }
+            self.now = start;
+            due_slot = (start & SLOT_MASK) as usize;
+        }
+        if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
+            // Not reached by the rules in the module docs; kept so that
+            // order holds even if they change.
+            self.sort_bucket(nodes, 0, due_slot);
+        }
+        Some(self.pop_head_due(nodes, due_slot))
+    }
+
+    /// [`pop_due`](Self::pop_due) when level 0 has nothing at or after
+    /// `now`: out of line (the walk over the levels and the cascades).
+    #[inline(never)]
+    fn pop_due_slow<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         loop {
             let due_slot = (self.now & SLOT_MASK) as usize;
             if self.levels[0].is_occupied(due_slot) {
@@ -607,7 +669,7 @@ impl Hierarchy {
         self.levels[level].occupied &= !(1 << slot);
         while index != NIL {
             let node = nodes.node(index);
-            self.place(nodes, index, node.deadline, true);
+            self.place(nodes, index, node.deadline, None);
             index = node.next;
         }
     }
