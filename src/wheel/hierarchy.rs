@@ -496,6 +496,25 @@ impl Hierarchy {
         Some(self.pop_head_due(nodes, due_slot))
     }
 
+    /// When level 0 shows that nothing is due by `target` (its next bucket
+    /// at or after `now` starts later), moves `now` to `target` as a
+    /// fruitless [`pop_due`](Self::pop_due) would and returns `true`.
+    /// Returns `false`, changing nothing, when that takes a closer look.
+    #[inline]
+    pub(crate) fn skip_if_idle_until(&mut self, target: u64) -> bool {
+        let due_slot = self.now & SLOT_MASK;
+        let ahead = self.levels[0].occupied & (u64::MAX << due_slot);
+        if ahead == 0 {
+            return false;
+        }
+        let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+        if start <= target {
+            return false;
+        }
+        self.now = self.now.max(target);
+        true
+    }
+
     /// [`pop_due`](Self::pop_due) when level 0 has nothing at or after
     /// `now`: out of line (the walk over the levels and the cascades).
     #[inline(never)]

@@ -431,6 +431,15 @@ impl<T> Wheel<T> {
                 Some(timer) => {
                     expired += 1;
                     on_expired(self, timer);
+                    // Usually nothing else is due and the next timer sits
+                    // on level 0 past the target: settle that here in a few
+                    // instructions instead of calling `poll` to find out.
+                    if self.hierarchy.skip_if_idle_until(target) {
+                        return Advance {
+                            expired,
+                            complete: true,
+                        };
+                    }
                 }
                 None => {
                     return Advance {
