@@ -521,29 +521,10 @@ impl Hierarchy {
     /// hour) cost a second call frame and got 1.5x slower.
     #[inline]
     fn pop_due_slow<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
+        // Level 0 holds nothing at or after `now` here (checked by
+        // `pop_due`), so the walk starts right away; after a step the due
+        // bucket is checked again.
         loop {
-            let due_slot = (self.now & SLOT_MASK) as usize;
-            if self.levels[0].is_occupied(due_slot) {
-                if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
-                    // Not reached by the rules in the module docs; kept so
-                    // that order holds even if they change.
-                    self.sort_bucket(nodes, 0, due_slot);
-                }
-                return Some(self.pop_head_due(nodes, due_slot));
-            }
-            // Level 0 first, without the general walk: a later bucket on
-            // level 0 starts before any higher level's next bucket (those
-            // lie beyond the current 64-tick block).
-            let ahead = self.levels[0].occupied & (u64::MAX << due_slot);
-            if ahead != 0 {
-                let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
-                if start > target {
-                    self.now = self.now.max(target);
-                    return None;
-                }
-                self.now = start;
-                continue;
-            }
             match self.next_bucket() {
                 Some((level, slot)) if self.bucket_start(level, slot) <= target => {
                     let start = self.bucket_start(level, slot);
@@ -561,6 +542,15 @@ impl Hierarchy {
                     self.now = self.now.max(target);
                     return None;
                 }
+            }
+            let due_slot = (self.now & SLOT_MASK) as usize;
+            if self.levels[0].is_occupied(due_slot) {
+                if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
+                    // Not reached by the rules in the module docs; kept so
+                    // that order holds even if they change.
+                    self.sort_bucket(nodes, 0, due_slot);
+                }
+                return Some(self.pop_head_due(nodes, due_slot));
             }
         }
     }
