@@ -66,6 +66,7 @@ type W = Wheel<usize>;
 
 impl Workload {
     /// Arms or moves `unit`'s timer `kind` to `delay` ticks from now.
+    #[inline(always)]
     fn schedule(&mut self, wheel: &mut W, unit: usize, kind: Kind, delay: u64) {
         let slot = &mut self.units[unit].timers[kind as usize];
         match *slot {
@@ -82,6 +83,7 @@ impl Workload {
         }
     }
 
+    #[inline(always)]
     fn unidle(&mut self, wheel: &mut W, unit: usize) {
         if self.in_range {
             let slot = &mut self.units[unit].timers[Kind::Idle as usize];

@@ -235,6 +235,7 @@ impl<T> Wheel<T> {
     ///
     /// # Errors
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
+    #[inline]
     pub fn reschedule_at(&mut self, key: TimerKey, deadline: u64) -> Result<(), TimerError> {
         let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
         let deadline = deadline.max(self.now());
@@ -247,6 +248,7 @@ impl<T> Wheel<T> {
     ///
     /// # Errors
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
+    #[inline]
     pub fn reschedule(&mut self, key: TimerKey, delay: u64) -> Result<(), TimerError> {
         self.reschedule_at(key, self.now().saturating_add(delay))
     }
@@ -261,6 +263,7 @@ impl<T> Wheel<T> {
     /// [`TimerError::InvalidRange`] when the range is empty (the timer is not
     /// touched); [`TimerError::StaleKey`] when the timer already expired or
     /// was cancelled.
+    #[inline]
     pub fn reschedule_in_range(
         &mut self,
         key: TimerKey,
@@ -281,6 +284,7 @@ impl<T> Wheel<T> {
     ///
     /// # Errors
     /// As [`reschedule_in_range`](Self::reschedule_in_range).
+    #[inline]
     pub fn reschedule_at_in_range(
         &mut self,
         key: TimerKey,
@@ -297,9 +301,17 @@ impl<T> Wheel<T> {
         if (earliest..=latest).contains(&current) {
             return Ok(current);
         }
+        Ok(self.move_into(index, earliest, latest))
+    }
+
+    /// The move half of [`reschedule_at_in_range`](Self::reschedule_at_in_range),
+    /// out of line: a timer kept in its window (the common case for idle
+    /// timers) then costs a key check and two compares in the caller.
+    #[inline(never)]
+    fn move_into(&mut self, index: u32, earliest: u64, latest: u64) -> u64 {
         let deadline = roundest_tick_in(earliest, latest);
         self.hierarchy.relink(&mut self.slab, index, deadline);
-        Ok(deadline)
+        deadline
     }
 
     /// The tick the timer is due at, or `None` if the key is stale.
@@ -383,6 +395,7 @@ impl<T> Wheel<T> {
     /// expressed (see also [`advance`](Self::advance)).
     ///
     /// A `target` before `now()` is treated as `now()`.
+    #[inline]
     pub fn poll(&mut self, target: u64) -> Option<Expired<T>> {
         let index = self.hierarchy.pop_due(&mut self.slab, target)?;
         // `pop_due` leaves `now` at the popped timer's deadline.
@@ -418,6 +431,15 @@ impl<T> Wheel<T> {
                 Some(timer) => {
                     expired += 1;
                     on_expired(self, timer);
+                    // Usually nothing else is due and the next timer sits
+                    // on level 0 past the target: settle that here in a few
+                    // instructions instead of calling `poll` to find out.
+                    if self.hierarchy.skip_if_idle_until(target) {
+                        return Advance {
+                            expired,
+                            complete: true,
+                        };
+                    }
                 }
                 None => {
                     return Advance {

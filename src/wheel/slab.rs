@@ -313,6 +313,21 @@ impl<T> Nodes for Slab<T> {
         entry.bucket = node.bucket;
     }
 
+    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
+        let entry = &mut self.entries[index as usize];
+        entry.deadline = deadline;
+        entry.seq = seq;
+    }
+
+    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
+        let entry = &mut self.entries[index as usize];
+        entry.deadline = node.deadline;
+        entry.prev = node.prev;
+        entry.next = node.next;
+        entry.bucket = node.bucket;
+        entry.seq = seq;
+    }
+
     fn set_prev(&mut self, index: u32, prev: u32) {
         self.entries[index as usize].prev = prev;
     }

@@ -1045,3 +1045,63 @@ fn next_deadline_is_remembered_and_forgotten_when_the_earliest_goes() {
     assert_eq!(copy.next_deadline(), None);
     assert_eq!(wheel.next_deadline(), Some(7000));
 }
+
+#[test]
+fn next_deadline_stays_exact_while_one_tick_is_fired_timer_by_timer() {
+    // Two timers due at tick 5 and one at 9, all on level 0. Popping the
+    // first timer of tick 5 leaves the other due (the memo, 5, still
+    // holds); popping the second empties the bucket and must forget it.
+    let mut wheel = Wheel::new();
+    wheel.insert_at(5, 'a');
+    wheel.insert_at(5, 'b');
+    wheel.insert_at(9, 'c');
+    assert_eq!(wheel.next_deadline(), Some(5));
+    assert_eq!(wheel.poll(20).map(|e| e.value), Some('a'));
+    assert_eq!(wheel.next_deadline(), Some(5));
+    assert_eq!(wheel.ticks_to_next_event(100), 0);
+    assert_eq!(wheel.poll(20).map(|e| e.value), Some('b'));
+    assert_eq!(wheel.next_deadline(), Some(9));
+    assert_eq!(wheel.ticks_to_next_event(100), 4);
+    assert_eq!(wheel.poll(20).map(|e| e.value), Some('c'));
+    assert_eq!(wheel.next_deadline(), None);
+}
+
+#[test]
+fn advance_fires_what_a_callback_arms_for_now_or_before_the_target() {
+    // After each callback `advance` checks level 0 for "nothing due by the
+    // target" without a poll; a timer the callback arms for the current
+    // tick, or for a tick before the target, must still fire in this call.
+    // `z` sits on level 0 past the target, so the check has an answer.
+    let mut wheel = Wheel::new();
+    wheel.insert_at(5, 'a');
+    wheel.insert_at(60, 'z');
+    let mut fired = Vec::new();
+    let done = wheel.advance(50, usize::MAX, |w, e| {
+        fired.push((e.deadline, e.value));
+        match e.value {
+            'a' => drop(w.insert(0, 'b')),
+            'b' => drop(w.insert(3, 'c')),
+            _ => {}
+        }
+    });
+    assert_eq!(fired, vec![(5, 'a'), (5, 'b'), (8, 'c')]);
+    assert_eq!(
+        done,
+        Advance {
+            expired: 3,
+            complete: true
+        }
+    );
+    assert_eq!(wheel.now(), 50);
+    assert_eq!(wheel.next_deadline(), Some(60));
+    // Nothing due by the target: time still reaches it.
+    let done = wheel.advance(55, usize::MAX, |_, _| unreachable!());
+    assert_eq!(
+        done,
+        Advance {
+            expired: 0,
+            complete: true
+        }
+    );
+    assert_eq!(wheel.now(), 55);
+}
