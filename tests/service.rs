@@ -141,6 +141,60 @@ fn item2_lateness_is_reported() {
     assert_eq!(service.stats().lateness_max, MS * 7);
 }
 
+/// A delay that is not a whole number of ticks is rounded up, and that
+/// rounding is lateness too: measured from the deadline asked for, not from
+/// the tick, to 1/256 of a tick (what `Stats` and `Expiry::lateness` report
+/// must match what a caller measures against its own deadline).
+#[test]
+fn item2_lateness_counts_from_the_deadline_asked_for_not_the_rounded_tick() {
+    let (service, mut guard, clock) = embedded(1);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = |label: &'static str| {
+        let seen = seen.clone();
+        move |e: &mut tickwheel::Expiry<'_>| {
+            seen.lock()
+                .unwrap()
+                .push((label, e.lateness(), e.lateness_ticks()))
+        }
+    };
+    let within = |late: Duration, expected: Duration| {
+        // One 256th of a 1 ms tick is 3.9 µs.
+        late <= expected && expected - late < Duration::from_micros(4)
+    };
+    let us = Duration::from_micros(1);
+
+    // 2.25 ms asked for: tick 3, reached exactly, so 0.75 ms late.
+    let _a = service.start(us * 2250, record("start")).unwrap();
+    // Restarted from 0.4 ms to 6.5 ms: tick 7, which the clock passes by
+    // 0.2 ms before the poll, so 0.7 ms late.
+    let b = service.start(us * 400, record("restart")).unwrap();
+    b.restart(us * 6500).unwrap();
+    // A window: any of its ticks is on time.
+    let _c = service
+        .schedule(TimerSpec::within(MS * 5, MS * 5), record("within"))
+        .unwrap();
+    clock.advance(MS * 3);
+    guard.poll().unwrap();
+    clock.advance(MS * 2);
+    guard.poll().unwrap();
+    clock.advance(MS * 2 + us * 200);
+    guard.poll().unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let (label, late, ticks) = seen[0];
+    assert_eq!((label, ticks), ("start", 0));
+    assert!(within(late, us * 750), "{late:?}");
+    let (label, late, ticks) = seen[1];
+    assert_eq!((label, ticks), ("within", 0));
+    assert_eq!(late, Duration::ZERO);
+    let (label, late, ticks) = seen[2];
+    assert_eq!((label, ticks), ("restart", 0));
+    assert!(within(late, us * 700), "{late:?}");
+    let stats = service.stats();
+    assert!(within(stats.lateness_max, us * 750), "{stats:?}");
+}
+
 #[test]
 fn item3_range_timers_fire_inside_the_window() {
     let (service, mut guard, clock) = embedded(1);

@@ -67,8 +67,11 @@ pub(crate) struct Owned {
     pub(crate) deadline: u64,
     /// The wheel's backward link.
     pub(crate) prev: u32,
-    /// The arming `seq` the wheel entry stands for.
-    pub(crate) linked_seq: u32,
+    /// The arming the wheel entry stands for: its 24-bit `seq` in the low
+    /// bits, and in the top byte its deadline's rounding (see
+    /// [`Arm::rounding`](super::intake::Arm)), which has no room elsewhere
+    /// in the 40 bytes.
+    linked: u32,
 }
 
 impl Owned {
@@ -77,10 +80,30 @@ impl Owned {
             callback: None,
             deadline: 0,
             prev: NIL,
-            linked_seq: 0,
+            linked: 0,
         }
     }
+
+    /// The arming `seq` the wheel entry stands for.
+    pub(crate) fn linked_seq(&self) -> u32 {
+        self.linked & SEQ_BITS
+    }
+
+    /// How far the linked deadline tick lies after the deadline asked for,
+    /// in 256ths of a tick.
+    pub(crate) fn linked_rounding(&self) -> u8 {
+        (self.linked >> 24) as u8
+    }
+
+    /// Records the arming the wheel entry now stands for.
+    pub(crate) fn set_linked(&mut self, seq: u32, rounding: u8) {
+        debug_assert_eq!(seq & !SEQ_BITS, 0, "seq is 24 bits");
+        self.linked = seq | (u32::from(rounding) << 24);
+    }
 }
+
+/// The bits of an arming `seq` (see [`state`](super::state)).
+const SEQ_BITS: u32 = (1 << 24) - 1;
 
 /// One timer slot.
 pub(crate) struct Slot {

@@ -305,11 +305,48 @@ impl TickDivisor {
         let quotient = self.floor(n);
         quotient + u64::from(quotient.wrapping_mul(self.tick) != n)
     }
+
+    /// `n / tick` rounded up, and how far that tick's start lies after `n`
+    /// in 256ths of a tick, rounded down (0 when `n` is on a tick). The
+    /// fraction is what a timer's lateness is measured from (`stats.rs`):
+    /// a deadline rounded up to a tick is that much later than asked for.
+    #[inline]
+    pub(crate) fn ceil_with_rounding(self, n: u64) -> (u64, u8) {
+        let quotient = self.floor(n);
+        let rest = n - quotient * self.tick;
+        if rest == 0 {
+            return (quotient, 0);
+        }
+        let gap = self.tick - rest; // 1..tick
+                                    // `gap * magic / 2^64` is `gap / tick` or a hair more (see above);
+                                    // shifting by 56 instead of 64 scales it by 256. One multiply, no
+                                    // division; the result may be one 256th high, hence the cap.
+        let fraction = ((u128::from(gap) * u128::from(self.magic)) >> 56) as u64;
+        (quotient + 1, fraction.min(255) as u8)
+    }
+
+    /// `fraction` 256ths of a tick, in nanoseconds (rounded down).
+    #[inline]
+    pub(crate) fn fraction_nanos(self, fraction: u8) -> u64 {
+        (u64::from(fraction) * self.tick) >> 8
+    }
 }
 
 #[cfg(all(test, not(loom)))]
 mod divisor_tests {
     use super::TickDivisor;
+
+    #[test]
+    fn a_fraction_of_a_tick_in_nanoseconds() {
+        let divisor = TickDivisor::new(1_000_000);
+        assert_eq!(divisor.fraction_nanos(0), 0);
+        assert_eq!(divisor.fraction_nanos(128), 500_000);
+        assert_eq!(divisor.fraction_nanos(255), 996_093);
+        // A deadline 0.3 ticks before tick 5: 76.8 256ths, reported as 76 or 77.
+        let (tick, fraction) = divisor.ceil_with_rounding(4_700_000);
+        assert_eq!(tick, 5);
+        assert!(fraction == 76 || fraction == 77, "{fraction}");
+    }
 
     #[test]
     fn the_reciprocal_divides_exactly() {
@@ -329,6 +366,17 @@ mod divisor_tests {
             let check = |n: u64| {
                 assert_eq!(divisor.floor(n), n / tick, "{n} / {tick}");
                 assert_eq!(divisor.ceil(n), n.div_ceil(tick), "ceil {n} / {tick}");
+                let (ceil, fraction) = divisor.ceil_with_rounding(n);
+                assert_eq!(ceil, n.div_ceil(tick), "ceil {n} / {tick}");
+                // The exact gap in 256ths, and what was reported: equal, or
+                // one more (the reciprocal's estimate may be high), capped.
+                let gap = u128::from(ceil) * u128::from(tick) - u128::from(n);
+                let exact = (gap * 256 / u128::from(tick)) as u64;
+                let fraction = u64::from(fraction);
+                assert!(
+                    fraction == exact || fraction == (exact + 1).min(255),
+                    "rounding of {n} on {tick}: {fraction} against {exact}"
+                );
             };
             for n in [
                 0,

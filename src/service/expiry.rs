@@ -65,9 +65,12 @@ impl Expiry<'_> {
         self.now - self.deadline
     }
 
-    /// How late this callback started: from the deadline to now, on the
-    /// service's clock (CONTRACT 2), including the time taken by callbacks
-    /// that ran before it in the same poll.
+    /// How late this callback started: from the deadline asked for to now,
+    /// on the service's clock (CONTRACT 2), including the time taken by
+    /// callbacks that ran before it in the same poll and the rounding of the
+    /// deadline up to a tick (measured to 1/256 of a tick). A window's
+    /// deadline is the tick chosen in it; a periodic timer's later deadlines
+    /// are on its tick grid.
     pub fn lateness(&self) -> Duration {
         Duration::from_nanos(self.lateness_nanos)
     }

@@ -40,9 +40,22 @@ use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 pub(crate) struct Message {
     pub(crate) index: u32,
     pub(crate) gen: u32,
-    /// `Some((seq, deadline))`: arming `seq` of the slot is due at tick
-    /// `deadline`. `None`: the slot was stopped or released; unlink or free it.
-    pub(crate) arm: Option<(u32, u64)>,
+    /// `Some`: an arming of the slot to link. `None`: the slot was stopped
+    /// or released; unlink or free it.
+    pub(crate) arm: Option<Arm>,
+}
+
+/// An arming of a slot, as its owner links it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Arm {
+    /// The arming's `seq` (the owner links only the slot's newest).
+    pub(crate) seq: u32,
+    /// How far `deadline` lies after the deadline asked for, in 256ths of a
+    /// tick (delays are rounded up to ticks): lateness counts from the
+    /// deadline asked for, not from the tick (`stats.rs`).
+    pub(crate) rounding: u8,
+    /// The deadline tick.
+    pub(crate) deadline: u64,
 }
 
 struct Node {

@@ -70,7 +70,7 @@ pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
 use arena::{Arena, Slot};
 use builder::Config;
 use clock::{duration_nanos, ServiceClock};
-use intake::Message;
+use intake::{Arm, Message};
 use shard::Shard;
 use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, RUNNING};
 use timer::When;
@@ -326,6 +326,8 @@ impl fmt::Debug for TimerService {
 struct Arming {
     shard: usize,
     deadline: u64,
+    /// See [`intake::Arm::rounding`].
+    rounding: u8,
     /// Ticks; 0 for a one-shot timer.
     period: u64,
 }
@@ -351,6 +353,17 @@ impl Inner {
     /// that case, see RELIABILITY.md.)
     fn ticks_ceil(&self, nanos: u64) -> u64 {
         self.ticks.ceil(nanos).min(self.last_tick)
+    }
+
+    /// [`ticks_ceil`](Self::ticks_ceil), and how far the tick lies after
+    /// `nanos` ([`intake::Arm::rounding`]).
+    fn ticks_ceil_with_rounding(&self, nanos: u64) -> (u64, u8) {
+        let (tick, rounding) = self.ticks.ceil_with_rounding(nanos);
+        if tick > self.last_tick {
+            (self.last_tick, 0)
+        } else {
+            (tick, rounding)
+        }
     }
 
     /// The tick the clock is in now (rounding down: tick `k` is processed
@@ -428,11 +441,11 @@ impl Inner {
             Some(period) => self.ticks_ceil(duration_nanos(period)),
             None => 0,
         };
-        let deadline = match spec.when {
-            When::After(delay) => {
-                self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
-            }
-            When::At(instant) => self.ticks_ceil(self.clock.nanos_at(instant)),
+        let (deadline, rounding) = match spec.when {
+            When::After(delay) => self.ticks_ceil_with_rounding(
+                self.now_nanos(shard).saturating_add(duration_nanos(delay)),
+            ),
+            When::At(instant) => self.ticks_ceil_with_rounding(self.clock.nanos_at(instant)),
             When::Within(earliest, latest) => {
                 if earliest > latest {
                     return Err(TimerError::InvalidRange);
@@ -442,13 +455,16 @@ impl Inner {
                 // The window's last tick must not be after `now + latest`.
                 let last =
                     (self.ticks.floor(now.saturating_add(duration_nanos(latest)))).max(first);
-                crate::wheel::roundest_tick_in(first, last)
+                // Any tick of the window is on time: lateness counts from
+                // the tick chosen.
+                (crate::wheel::roundest_tick_in(first, last), 0)
             }
         };
 
         Ok(Arming {
             shard,
             deadline,
+            rounding,
             period,
         })
     }
@@ -456,7 +472,10 @@ impl Inner {
     /// Allocates a slot, publishes it armed, and hands it to its shard.
     fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
         let Arming {
-            shard, deadline, ..
+            shard,
+            deadline,
+            rounding,
+            ..
         } = arming;
         let index = self.alloc_slot(shard);
         let slot = self.slot(index);
@@ -469,7 +488,7 @@ impl Inner {
         slot.owned.with_mut(|owned| unsafe {
             (*owned).callback = Some(callback);
             (*owned).deadline = deadline;
-            (*owned).linked_seq = 0;
+            (*owned).set_linked(0, 0);
         });
         // Shards are at most 4096 (`Builder::shards`).
         slot.shard.store(shard as u16, Ordering::Relaxed);
@@ -480,7 +499,11 @@ impl Inner {
             Message {
                 index,
                 gen: armed.gen(),
-                arm: Some((armed.seq(), deadline)),
+                arm: Some(Arm {
+                    seq: armed.seq(),
+                    rounding,
+                    deadline,
+                }),
             },
         );
         TimerId::new(index, armed.gen(), self.tag)
@@ -574,7 +597,7 @@ impl Inner {
         // sleep wins the wake (`Shard::claim_wake`). Past
         // `WAKE_AFTER_PENDING` messages the owner is woken whatever they say,
         // which bounds what an intake holds while its owner sleeps.
-        let needed_by = message.arm.map(|(_, deadline)| deadline);
+        let needed_by = message.arm.map(|arm| arm.deadline);
         if target.claim_wake(needed_by) || pending == WAKE_AFTER_PENDING {
             self.wake(shard);
         }
@@ -601,14 +624,14 @@ impl Inner {
         if applied {
             unsafe {
                 target.reconcile(self, message);
-                target.refresh_counters(message.arm.map(|(_, deadline)| deadline));
+                target.refresh_counters(message.arm.map(|arm| arm.deadline));
             }
         }
         OWNED_SHARD.with(|owned| owned.set(previous));
         target.end_help();
         if applied {
-            if let Some((_, deadline)) = message.arm {
-                if target.claim_wake(Some(deadline)) {
+            if let Some(arm) = message.arm {
+                if target.claim_wake(Some(arm.deadline)) {
                     self.wake(shard);
                 }
             }
@@ -772,7 +795,8 @@ impl Inner {
             .get(id.index())
             .map_or(0, |slot| slot.shard.load(Ordering::Relaxed) as usize)
             .min(self.shards.len() - 1);
-        let deadline = self.ticks_ceil(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
+        let (deadline, rounding) = self
+            .ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
         self.transition(id, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {
@@ -782,7 +806,11 @@ impl Inner {
             };
             Decision::Swap {
                 new,
-                notify: Some(Some((new.seq(), deadline))),
+                notify: Some(Some(Arm {
+                    seq: new.seq(),
+                    rounding,
+                    deadline,
+                })),
                 result: Ok(outcome),
             }
         })
@@ -885,7 +913,7 @@ enum Decision<R> {
     /// owner a message with that `arm` payload; return `result`.
     Swap {
         new: Word,
-        notify: Option<Option<(u32, u64)>>,
+        notify: Option<Option<Arm>>,
         result: R,
     },
 }

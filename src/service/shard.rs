@@ -9,7 +9,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::arena::{CacheLine, Owned, Slot};
-use super::intake::{Intake, Message, Taken};
+use super::intake::{Arm, Intake, Message, Taken};
 use super::links::SlotNodes;
 use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
 use super::stats::ShardCounters;
@@ -460,10 +460,10 @@ impl Shard {
         if word.gen() != message.gen || word.arm() == super::state::FREE {
             return; // Stale: the slot was freed (and maybe reused) since.
         }
-        if let Some((seq, deadline)) = message.arm {
-            if word.is_armed() && word.seq() == seq {
+        if let Some(arm) = message.arm {
+            if word.is_armed() && word.seq() == arm.seq {
                 // SAFETY: forwarded.
-                unsafe { self.link(inner, slot, message.index, deadline, seq) };
+                unsafe { self.link(inner, slot, message.index, arm) };
                 return;
             }
         }
@@ -474,11 +474,14 @@ impl Shard {
     /// Puts arming `seq` of a slot into the wheel at `deadline`, moving it
     /// if an older arming is linked (it goes last among its tick's timers,
     /// as a new arming does). A deadline at or before the last processed
-    /// tick goes to the next tick.
+    /// tick goes to the next tick, and then counts as a full tick later than
+    /// asked for (lateness may read up to that much low; the deadline asked
+    /// for had passed when the timer was armed).
     ///
     /// # Safety
     /// The caller owns the shard.
-    unsafe fn link(&self, inner: &Inner, slot: &Slot, index: u32, deadline: u64, seq: u32) {
+    unsafe fn link(&self, inner: &Inner, slot: &Slot, index: u32, arm: Arm) {
+        let mut rounding = arm.rounding;
         // SAFETY: the caller owns the shard, hence the wheel and the slot's
         // owner-side fields; no `owned` closure is live while `nodes` is used.
         unsafe {
@@ -486,10 +489,11 @@ impl Shard {
             self.core(|core| {
                 let mut nodes = SlotNodes::new(&inner.arena);
                 let now = core.wheel.now();
-                let deadline = if deadline <= now {
+                let deadline = if arm.deadline <= now {
+                    rounding = u8::MAX;
                     now.saturating_add(1)
                 } else {
-                    deadline
+                    arm.deadline
                 };
                 if linked {
                     core.wheel.relink(&mut nodes, index, deadline);
@@ -498,7 +502,7 @@ impl Shard {
                     core.linked += 1;
                 }
             });
-            owned(slot, |owned| owned.linked_seq = seq);
+            owned(slot, |owned| owned.set_linked(arm.seq, rounding));
         }
     }
 
@@ -527,7 +531,7 @@ impl Shard {
         let stale = unsafe {
             is_linked(slot)
                 && owned(slot, |owned| {
-                    !word.is_armed() || owned.linked_seq != word.seq()
+                    !word.is_armed() || owned.linked_seq() != word.seq()
                 })
         };
         if stale {
@@ -592,7 +596,8 @@ impl Shard {
         let slot = inner.arena.get(index).expect("linked slot exists");
         // SAFETY (all `owned` calls here): the caller owns the shard. `poll`
         // has just unlinked the slot.
-        let linked_seq = unsafe { owned(slot, |owned| owned.linked_seq) };
+        let (linked_seq, rounding) =
+            unsafe { owned(slot, |owned| (owned.linked_seq(), owned.linked_rounding())) };
         let mut word = slot.load(Ordering::Acquire);
         let running = loop {
             if !word.is_armed() || word.seq() != linked_seq {
@@ -621,13 +626,15 @@ impl Shard {
         } else {
             (0, 0)
         };
-        // Lateness on the real clock, from the deadline to this callback's
-        // start (CONTRACT 2): not from the tick the poll began at, which
-        // would hide the time spent on the callbacks before this one.
-        let lateness = inner
-            .clock
-            .raw_nanos()
-            .saturating_sub(deadline.saturating_mul(inner.tick_nanos));
+        // Lateness on the real clock, from the deadline asked for to this
+        // callback's start (CONTRACT 2): not from the tick the poll began
+        // at, which would hide the time spent on the callbacks before this
+        // one, nor from the tick the deadline was rounded up to, which
+        // would hide up to a tick of it.
+        let asked_for = deadline
+            .saturating_mul(inner.tick_nanos)
+            .saturating_sub(inner.ticks.fraction_nanos(rounding));
+        let lateness = inner.clock.raw_nanos().saturating_sub(asked_for);
         self.counters.record_fire(lateness);
         if let Some(callback) = callback.as_mut() {
             let mut expiry = Expiry {
@@ -662,7 +669,13 @@ impl Shard {
             self.counters.overruns.bump(overruns);
             let rearmed = running.with_arm(ARMED).without(RUNNING).next_seq();
             if slot.cas(running, rearmed).is_ok() {
-                unsafe { self.link(inner, slot, index, next, rearmed.seq()) };
+                // On the period's grid: no rounding of its own.
+                let arm = Arm {
+                    seq: rearmed.seq(),
+                    rounding: 0,
+                    deadline: next,
+                };
+                unsafe { self.link(inner, slot, index, arm) };
                 return true;
             }
         }

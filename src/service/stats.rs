@@ -130,8 +130,10 @@ pub struct Stats {
     /// Bytes one slot takes: the service's own bookkeeping per timer, its
     /// wheel entry included (the boxed callback is apart).
     pub slot_bytes: u64,
-    /// Median lateness of the callbacks run so far: from the deadline to the
-    /// callback's start, on the service's clock, rounded up by at most 6.25 %.
+    /// Median lateness of the callbacks run so far: from the deadline asked
+    /// for to the callback's start, on the service's clock (as
+    /// [`Expiry::lateness`](crate::Expiry::lateness)), rounded up by at most
+    /// 6.25 %.
     pub lateness_p50: Duration,
     /// 99th percentile lateness, measured and rounded like `lateness_p50`.
     pub lateness_p99: Duration,
