@@ -8,9 +8,15 @@
 //! single-threaded loop, run several times alternately against another
 //! build, separates a 10 % change from the noise better than they do.
 //!
+//! `remote-start-cancel` is the same START + cancel from threads that own no
+//! shard (`Driver::Threads`, one shard per thread; each thread's timers go
+//! to a shard of its own, whose driver sleeps and lends it): the row
+//! `issue11/nonowner_start_cancel`. The last argument is the thread count.
+//!
 //! ```sh
 //! cargo run --release --example owner_ops -- start-cancel 1000000
 //! cargo run --release --example owner_ops -- restart 500000
+//! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
 //! ```
 
 use std::hint::black_box;
@@ -26,6 +32,15 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage("the operation count must be a positive integer"),
     };
+    if mode == "remote-start-cancel" {
+        let threads: usize = match args.next().map(|n| n.parse()) {
+            None => 1,
+            Some(Ok(n)) if n > 0 => n,
+            Some(_) => usage("the thread count must be a positive integer"),
+        };
+        remote_start_cancel(ops, threads);
+        return;
+    }
     let service = TimerService::builder()
         .shards(1)
         .driver(Driver::Embedded)
@@ -67,9 +82,45 @@ fn main() {
             report(&mode, ops, begin);
             return;
         }
-        _ => usage("mode: start-cancel | restart"),
+        _ => usage("mode: start-cancel | restart | remote-start-cancel"),
     }
     report(&mode, ops, begin);
+}
+
+/// START + cancel of a timer due in 1 to 1000 ms, `ops` times on each of
+/// `threads` threads that own no shard; reports wall time per operation
+/// per thread.
+fn remote_start_cancel(ops: u64, threads: usize) {
+    let service = TimerService::builder()
+        .shards(threads)
+        .driver(Driver::Threads { pin: false })
+        .build()
+        .expect("a service with driver threads");
+    let start = std::sync::Barrier::new(threads + 1);
+    let begin = std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (service, start) = (&service, &start);
+            scope.spawn(move || {
+                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ t as u64;
+                start.wait();
+                for _ in 0..ops {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let delay = Duration::from_millis(1 + rng % 1000);
+                    let timer = service.start(delay, |_| {}).expect("running service");
+                    black_box(timer.cancel());
+                }
+            });
+        }
+        start.wait();
+        Instant::now()
+    });
+    report(
+        &format!("remote-start-cancel, {threads} threads"),
+        ops,
+        begin,
+    );
 }
 
 fn report(mode: &str, ops: u64, begin: Instant) {
@@ -78,6 +129,6 @@ fn report(mode: &str, ops: u64, begin: Instant) {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | restart] [operations]");
+    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | restart | remote-start-cancel] [operations] [threads]");
     std::process::exit(2);
 }

@@ -470,18 +470,49 @@ impl Inner {
     }
 
     /// Allocates a slot, publishes it armed, and hands it to its shard.
+    ///
+    /// A thread that owns no shard first tries to enter the shard as a
+    /// helper (`help`; the shard is lent while its owner sleeps). Inside, it
+    /// takes a slot that was freed in this shard from the shard's own list,
+    /// as the owner would, instead of popping the service-wide free list:
+    /// start/stop churn through a lent shard then never touches that list's
+    /// head, a cache line every thread that starts timers writes (issue 11:
+    /// two locked CASes on it per START + STOP pair).
     fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
+        let shard = arming.shard;
+        if OWNED_SHARD.with(|owned| owned.get()) == (self.address(), shard) {
+            let message = self.publish(self.alloc_slot(shard), arming, callback);
+            self.send(shard, message);
+            return TimerId::new(message.index, message.gen, self.tag);
+        }
+        self.shards[shard].note_activity();
+        let (message, applied) = self.help(shard, |held| {
+            // SAFETY: this thread holds the lent shard (`help`), and no
+            // reference into its core is live here.
+            let local = held.and_then(|shard| unsafe { shard.take_local_slot() });
+            let index = local.unwrap_or_else(|| self.arena.alloc());
+            self.publish(index, arming, callback)
+        });
+        if !applied {
+            self.queue(shard, message);
+        }
+        TimerId::new(message.index, message.gen, self.tag)
+    }
+
+    /// Fills free slot `index` (just taken from a free list or fresh, so
+    /// this thread's alone) for `arming` and publishes it armed; returns the
+    /// message that links it.
+    fn publish(&self, index: u32, arming: Arming, callback: arena::Callback) -> Message {
         let Arming {
             shard,
             deadline,
             rounding,
             ..
         } = arming;
-        let index = self.alloc_slot(shard);
         let slot = self.slot(index);
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
-        // SAFETY: the slot is FREE and was just popped from the free list (or
+        // SAFETY: the slot is FREE and was just popped from a free list (or
         // is fresh): this thread owns it exclusively until the release store
         // below publishes it. Its wheel links are those of an unlinked slot
         // (the owner unlinks before it frees), and stay as they are.
@@ -494,19 +525,15 @@ impl Inner {
         slot.shard.store(shard as u16, Ordering::Relaxed);
         let armed = free.with_arm(ARMED).with(HANDLE);
         slot.state.store(armed.0, Ordering::Release);
-        self.send(
-            shard,
-            Message {
-                index,
-                gen: armed.gen(),
-                arm: Some(Arm {
-                    seq: armed.seq(),
-                    rounding,
-                    deadline,
-                }),
-            },
-        );
-        TimerId::new(index, armed.gen(), self.tag)
+        Message {
+            index,
+            gen: armed.gen(),
+            arm: Some(Arm {
+                seq: armed.seq(),
+                rounding,
+                deadline,
+            }),
+        }
     }
 
     /// A free slot for a timer on `shard`: on the shard's owner thread, one
@@ -558,8 +585,8 @@ impl Inner {
         self.live(id).is_some()
     }
 
-    /// Queues a message for a shard's owner and wakes it if it sleeps past
-    /// the message's deadline, or if too much has piled up.
+    /// Hands a message to a shard: applied at once where this thread may
+    /// (below, and `help`), else queued for the owner (`queue`).
     ///
     /// On the shard's own owner thread (a callback, or an embedded owner
     /// between polls) the message is applied at once instead: no allocation,
@@ -578,9 +605,17 @@ impl Inner {
             return;
         }
         target.note_activity();
-        if self.help(shard, message) {
-            return;
+        let (message, applied) = self.help(shard, |_| message);
+        if !applied {
+            self.queue(shard, message);
         }
+    }
+
+    /// Queues a message for a shard's owner (waiting first if too much is
+    /// queued already, CONTRACT 20), and wakes the owner if it sleeps past
+    /// the message's deadline, or if too much has piled up.
+    fn queue(&self, shard: usize, message: Message) {
+        let target = &self.shards[shard];
         let owner = OWNED_SHARD.with(|owned| owned.get().0) == self.address();
         let limit = if owner {
             OWNER_PENDING_LIMIT
@@ -603,15 +638,18 @@ impl Inner {
         }
     }
 
-    /// Applies `message` directly if `shard` is lent (its owner sleeps, see
-    /// `Shard::lend`), after taking in whatever waits in its intake. Returns
-    /// `false`, having changed nothing of this message, when it must be
-    /// queued instead: the shard is held or not lent, the service is shutting
-    /// down, or more is waiting than one batch (it then goes behind that).
-    fn help(&self, shard: usize, message: Message) -> bool {
+    /// Makes a message with `make` and applies it directly if `shard` is
+    /// lent (its owner sleeps, see `Shard::lend`), after taking in whatever
+    /// waits in its intake. `make` is given the shard while this thread
+    /// holds it (it may take one of the shard's freed slots then), `None`
+    /// otherwise. Returns the message and whether it was applied; one that
+    /// was not must be queued: the shard is held or not lent, the service is
+    /// shutting down, or more is waiting than one batch (it then goes behind
+    /// that).
+    fn help(&self, shard: usize, make: impl FnOnce(Option<&Shard>) -> Message) -> (Message, bool) {
         let target = &self.shards[shard];
         if !target.try_help() {
-            return false;
+            return (make(None), false);
         }
         // Inside, this thread acts as the owner: operations that user code
         // makes meanwhile (a callback's captures dropped by `settle`) are
@@ -621,6 +659,7 @@ impl Inner {
         // and holds no reference into its core.
         let applied =
             !self.is_shut_down() && unsafe { !target.take_intake(self) && !target.has_backlog() };
+        let message = make(Some(target));
         if applied {
             unsafe {
                 target.reconcile(self, message);
@@ -636,7 +675,7 @@ impl Inner {
                 }
             }
         }
-        applied
+        (message, applied)
     }
 
     /// Backpressure (CONTRACT 20): `limit` messages (`PENDING_LIMIT`, or
