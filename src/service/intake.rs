@@ -24,7 +24,7 @@
 //! the spare stack, like the intake itself, has no ABA problem. A node is
 //! allocated only when neither the thread's cache nor the spare stack has
 //! one: after warm-up, the nodes in circulation are those of the largest
-//! backlog the shard has had (bounded by backpressure, `PENDING_LIMIT`), 24
+//! backlog the shard has had (bounded by backpressure, `PENDING_LIMIT`), 40
 //! bytes each. A thread's cache is freed when the thread exits, the spare
 //! stack when the service is dropped.
 //!
