@@ -104,10 +104,9 @@ impl ShardGuard {
     /// the wheel since: this thread holds the shard, and what others sent
     /// meanwhile waits in the intake, which `Shard::publish_sleep` checks.
     fn publish_sleep(&mut self, next: Option<u64>, cap: Option<u64>) -> Option<Duration> {
-        let tick = next;
         let tick = match cap {
-            Some(cap) => Some(tick.map_or(cap, |tick| tick.min(cap))),
-            None => tick,
+            Some(cap) => Some(next.map_or(cap, |next| next.min(cap))),
+            None => next,
         };
         let shard = &self.inner.shards[self.shard];
         if !shard.publish_sleep(tick) {
