@@ -7,7 +7,7 @@
  * where the intended deadline is CLOCK_MONOTONIC read just before
  * tw_timer_start plus the delay (so the 1 ms tick's rounding up counts as
  * lateness, as it would for the user). It also records the library's own
- * view, tw_expiry.lateness_ns (whole ticks on the service's clock).
+ * view, tw_expiry.lateness_ns (on the service's clock, from the deadline asked for).
  *
  * Recording takes no lock: timer i writes slot i of preallocated arrays
  * (a relaxed atomic store) and bumps one atomic counter.

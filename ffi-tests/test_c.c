@@ -381,6 +381,23 @@ static void test_one_shot_on_time(void) {
     done(f);
 }
 
+/* tw_expiry.lateness_ns counts from the deadline asked for, not from the
+ * tick it was rounded up to: 2.25 ms on a 1 ms tick fires at tick 3, which
+ * is 0.75 ms after the deadline (to 1/256 of a tick, about 3.9 us). */
+static void test_lateness_counts_from_the_deadline_asked_for(void) {
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    CHECK_OK(tw_timer_start(f.service, 2250 * MS / 1000, on_fire, &r[0], &timer));
+    CHECK(advance(f, 2 * MS) == 0);
+    CHECK(advance(f, MS) == 1);
+    CHECK(r[0].last.deadline_tick == 3 && r[0].last.poll_tick == 3);
+    CHECK(r[0].last.lateness_ns <= 750000 && r[0].last.lateness_ns > 746000);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    done(f);
+}
+
 static void test_zero_and_huge_delays(void) {
     fixture f = manual(1);
     record r[2];
@@ -992,6 +1009,7 @@ int main(void) {
     test_null_arguments();
     test_one_shot_on_time();
     test_zero_and_huge_delays();
+    test_lateness_counts_from_the_deadline_asked_for();
     test_double_stop_and_restart();
     test_periodic_and_ranges();
     test_schedule_spec();

@@ -368,8 +368,10 @@ typedef struct tw_expiry {
    */
   uint64_t poll_tick;
   /**
-   * How late it fired, in nanoseconds (a whole number of ticks; 0 when the
-   * owner kept up).
+   * How late the callback started, in nanoseconds on the service's
+   * clock: from the deadline asked for (not the tick it was rounded up
+   * to; to 1/256 of a tick) to the callback's start, including callbacks
+   * that ran before it in the same poll.
    */
   uint64_t lateness_ns;
   /**

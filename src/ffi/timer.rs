@@ -42,8 +42,10 @@ pub struct tw_expiry {
     /// re-read it (a poll that keeps taking in messages re-reads the clock
     /// after each batch).
     pub poll_tick: u64,
-    /// How late it fired, in nanoseconds (a whole number of ticks; 0 when the
-    /// owner kept up).
+    /// How late the callback started, in nanoseconds on the service's
+    /// clock: from the deadline asked for (not the tick it was rounded up
+    /// to; to 1/256 of a tick) to the callback's start, including callbacks
+    /// that ran before it in the same poll.
     pub lateness_ns: u64,
     /// Periodic timers: periods skipped (not fired) since the previous
     /// expiry because the owner was late.
