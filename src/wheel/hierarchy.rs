@@ -314,8 +314,20 @@ impl Hierarchy {
     /// (see the module docs).
     #[inline]
     pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        let was_unlinked = self.rearm(nodes, index, deadline);
+        debug_assert!(!was_unlinked, "relinking an unlinked entry");
+    }
+
+    /// [`relink`](Self::relink), or [`link`](Self::link) when entry `index`
+    /// is unlinked (a fired timer the `Wheel` keeps for its caller: it is
+    /// armed again in place, as a new arming). Returns `true` in that case.
+    #[inline]
+    pub(crate) fn rearm<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) -> bool {
         let node = nodes.node(index);
-        if N::ORDERED && usize::from(node.bucket) >= SLOTS && deadline >= node.deadline {
+        // `bucket - SLOTS < UNLINKED - SLOTS`: above level 0 and linked, in
+        // one compare (an unlinked entry wraps to the top of the range).
+        let high = node.bucket.wrapping_sub(SLOTS as u16) < UNLINKED - SLOTS as u16;
+        if N::ORDERED && high && deadline >= node.deadline {
             // The common move (an idle timer pushed later) on a high level:
             // stays in place whatever bucket the new deadline maps to, so
             // the bucket is not even computed. The memo cannot drop (the
@@ -329,15 +341,36 @@ impl Hierarchy {
             if self.earliest.get() == Some(node.deadline) {
                 self.earliest.set(None);
             }
-            return;
+            return false;
         }
-        self.relink_slow(nodes, index, node, deadline);
+        self.relink_slow(nodes, index, node, deadline)
     }
 
-    /// The rest of [`relink`](Self::relink), out of line so that the common
-    /// lazy move above stays a small leaf (no registers to save).
+    /// The rest of [`rearm`](Self::rearm), out of line so that the common
+    /// lazy move above stays a small leaf: an unlinked entry is linked here
+    /// (a held timer armed again: as cheap as an insert's link), every
+    /// other move goes on to [`relink_general`](Self::relink_general), whose
+    /// register saves the link does not pay.
     #[inline(never)]
-    fn relink_slow<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
+    fn relink_slow<N: Nodes>(
+        &mut self,
+        nodes: &mut N,
+        index: u32,
+        node: Node,
+        deadline: u64,
+    ) -> bool {
+        if node.bucket == UNLINKED {
+            self.link(nodes, index, deadline);
+            return true;
+        }
+        self.relink_general(nodes, index, node, deadline);
+        false
+    }
+
+    /// A move of a linked entry that [`rearm`](Self::rearm) did not settle
+    /// inline.
+    #[inline(never)]
+    fn relink_general<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
         let bucket = bucket_index(self.now, deadline);
         // Above level 0 an ordered store may leave the entry where it is
         // when it stays in its bucket, or when it moves later: its bucket
@@ -472,7 +505,7 @@ impl Hierarchy {
     /// Unlinks and returns the next entry due at or before `target`, with
     /// `now` advanced to its deadline; or, when none is, advances `now` to
     /// `target` (or keeps it, if `target` is earlier) and returns `None`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's
