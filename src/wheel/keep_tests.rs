@@ -237,3 +237,17 @@ fn held_payloads_are_dropped_once() {
     drop(wheel);
     assert_eq!(Rc::strong_count(&payload), 1);
 }
+
+#[test]
+fn held_lists_exactly_the_held_timers() {
+    let mut wheel = Wheel::new();
+    let a = wheel.insert(2, 'a');
+    let b = wheel.insert(3, 'b');
+    let c = wheel.insert(4, 'c');
+    let _armed = wheel.insert(100, 'd');
+    assert!(wheel.held().is_empty());
+    while wheel.poll_keep(4).is_some() {}
+    wheel.reschedule(b, 10).unwrap();
+    wheel.cancel(c).unwrap();
+    assert_eq!(wheel.held(), [(a, 2)]);
+}

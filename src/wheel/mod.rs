@@ -380,6 +380,16 @@ impl<T> Wheel<T> {
             .is_some_and(|index| self.slab.get(index).bucket == UNLINKED)
     }
 
+    /// The held timers as `(key, deadline it fired at)`, in no particular
+    /// order (for `tw_wheel_clear`). O(1) when none is held, else
+    /// O(capacity).
+    pub(crate) fn held(&self) -> Vec<(TimerKey, u64)> {
+        if self.held == 0 {
+            return Vec::new();
+        }
+        self.slab.unlinked()
+    }
+
     /// The payload of an armed or held timer.
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         let index = self.slab.resolve(key)?;

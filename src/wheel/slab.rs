@@ -241,6 +241,23 @@ impl<T> Slab<T> {
         )
     }
 
+    /// Keys and deadlines of the occupied entries in no bucket (held
+    /// timers; see the `Wheel`'s "Keeping a fired timer").
+    pub(crate) fn unlinked(&self) -> Vec<(TimerKey, u64)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| entry.occupied && entry.bucket == UNLINKED)
+            .map(|(index, entry)| {
+                let key = TimerKey {
+                    index: index as u32,
+                    generation: entry.generation,
+                };
+                (key, entry.deadline)
+            })
+            .collect()
+    }
+
     /// The index of the occupied entry `key` names, or `None` when it is stale.
     #[inline]
     pub(crate) fn resolve(&self, key: TimerKey) -> Option<u32> {
