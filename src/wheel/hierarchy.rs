@@ -314,8 +314,11 @@ impl Hierarchy {
     /// (see the module docs).
     #[inline]
     pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
-        let was_unlinked = self.rearm(nodes, index, deadline);
-        debug_assert!(!was_unlinked, "relinking an unlinked entry");
+        let node = nodes.node(index);
+        debug_assert_ne!(node.bucket, UNLINKED, "relinking an unlinked entry");
+        if !self.move_in_place(nodes, index, node, deadline) {
+            self.relink_general(nodes, index, node, deadline);
+        }
     }
 
     /// [`relink`](Self::relink), or [`link`](Self::link) when entry `index`
@@ -324,26 +327,43 @@ impl Hierarchy {
     #[inline]
     pub(crate) fn rearm<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) -> bool {
         let node = nodes.node(index);
-        // `bucket - SLOTS < UNLINKED - SLOTS`: above level 0 and linked, in
-        // one compare (an unlinked entry wraps to the top of the range).
-        let high = node.bucket.wrapping_sub(SLOTS as u16) < UNLINKED - SLOTS as u16;
-        if N::ORDERED && high && deadline >= node.deadline {
-            // The common move (an idle timer pushed later) on a high level:
-            // stays in place whatever bucket the new deadline maps to, so
-            // the bucket is not even computed. The memo cannot drop (the
-            // deadline grows); it is only forgotten if this entry held it.
-            let seq = self.take_seq();
-            nodes.set_deadline_seq(index, deadline, seq);
-            if node.next != NIL {
-                let (level, slot) = split_bucket(node.bucket);
-                self.levels[level].unsorted |= 1 << slot;
-            }
-            if self.earliest.get() == Some(node.deadline) {
-                self.earliest.set(None);
-            }
+        if self.move_in_place(nodes, index, node, deadline) {
             return false;
         }
         self.relink_slow(nodes, index, node, deadline)
+    }
+
+    /// The common move (an idle timer pushed later) on a high level, with an
+    /// ordered store: the entry stays in place whatever bucket the new
+    /// deadline maps to, so the bucket is not even computed. Returns `false`,
+    /// changing nothing, for every other move (and always for a store that
+    /// is not ordered, such as the service's).
+    #[inline(always)]
+    fn move_in_place<N: Nodes>(
+        &mut self,
+        nodes: &mut N,
+        index: u32,
+        node: Node,
+        deadline: u64,
+    ) -> bool {
+        // `bucket - SLOTS < UNLINKED - SLOTS`: above level 0 and linked, in
+        // one compare (an unlinked entry wraps to the top of the range).
+        let high = node.bucket.wrapping_sub(SLOTS as u16) < UNLINKED - SLOTS as u16;
+        if !(N::ORDERED && high && deadline >= node.deadline) {
+            return false;
+        }
+        // The memo cannot drop (the deadline grows); it is only forgotten
+        // if this entry held it.
+        let seq = self.take_seq();
+        nodes.set_deadline_seq(index, deadline, seq);
+        if node.next != NIL {
+            let (level, slot) = split_bucket(node.bucket);
+            self.levels[level].unsorted |= 1 << slot;
+        }
+        if self.earliest.get() == Some(node.deadline) {
+            self.earliest.set(None);
+        }
+        true
     }
 
     /// The rest of [`rearm`](Self::rearm), out of line so that the common
@@ -367,8 +387,11 @@ impl Hierarchy {
         false
     }
 
-    /// A move of a linked entry that [`rearm`](Self::rearm) did not settle
-    /// inline.
+    /// A move of a linked entry that [`relink`](Self::relink) or
+    /// [`rearm`](Self::rearm) did not settle in place. Out of line: its
+    /// register saves stay off the inline paths. The service's moves (an
+    /// unordered store) always come here, straight from `relink`, as before
+    /// held timers existed.
     #[inline(never)]
     fn relink_general<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
         let bucket = bucket_index(self.now, deadline);
