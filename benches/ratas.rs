@@ -16,7 +16,10 @@
 //! benchmark from its own repository (`g++ -O3 src/test/test_benchmark.cc`)
 //! and point `RATAS_BENCH` at the binary; `RATAS_PAIRS` (comma separated,
 //! default `5,100,1000`), `RATAS_ROUNDS` (default 3) and `RATAS_RANGE`
-//! (`yes` or `no`: only that setting) shape the run.
+//! (`yes` or `no`: only that setting) shape the run. `RATAS_KEEP=no` frees
+//! each fired timer and inserts a new one when it is armed again (`advance`)
+//! instead of keeping it under its key and re-arming it in place
+//! (`advance_keep`, the default, as Ratas' events stay in their unit).
 //! The C port on the C ABI is `ffi-tests/ratas_workload.c`; the script
 //! `benches/ratas_compare.sh` runs all three.
 //!
@@ -52,13 +55,16 @@ struct Unit {
     request_interval: u64,
     closing: bool,
     waiting_for_response: bool,
-    /// The armed key of each kind, if armed.
+    /// The key of each kind: armed, or held after firing (with `keep`);
+    /// `None` when never armed (or, without `keep`, fired).
     timers: [Option<TimerKey>; 5],
 }
 
 struct Workload {
     units: Vec<Unit>,
     in_range: bool,
+    /// Fired timers stay held under their keys and are re-armed in place.
+    keep: bool,
     total_rx_count: i64,
 }
 
@@ -198,7 +204,9 @@ impl Workload {
 
     fn expired(&mut self, wheel: &mut W, payload: usize) {
         let (unit, kind) = (payload / 8, payload % 8);
-        self.units[unit].timers[kind] = None;
+        if !self.keep {
+            self.units[unit].timers[kind] = None;
+        }
         match kind {
             0 => self.delete(wheel, unit),
             1 => self.on_close(wheel, unit),
@@ -236,14 +244,19 @@ impl Workload {
 /// Advances by `delta` ticks, handling what expires.
 fn advance(wheel: &mut W, workload: &mut Workload, delta: u64) {
     let target = wheel.now() + delta;
-    let done = wheel.advance(target, usize::MAX, |wheel, timer| {
-        workload.expired(wheel, timer.value)
-    });
+    let keep = workload.keep;
+    let on_expired =
+        |wheel: &mut W, timer: tickwheel::Expired<usize>| workload.expired(wheel, timer.value);
+    let done = if keep {
+        wheel.advance_keep(target, usize::MAX, on_expired)
+    } else {
+        wheel.advance(target, usize::MAX, on_expired)
+    };
     debug_assert!(done.complete);
 }
 
 /// Runs the workload; returns `total_rx_count`.
-fn run(pairs: u32, in_range: bool) -> i64 {
+fn run(pairs: u32, in_range: bool, keep: bool) -> i64 {
     // SAFETY: `srand`/`rand` touch only libc's own generator state, and
     // this program calls them from one thread.
     unsafe { libc::srand(1) };
@@ -252,6 +265,7 @@ fn run(pairs: u32, in_range: bool) -> i64 {
     let mut workload = Workload {
         units: Vec::new(),
         in_range,
+        keep,
         total_rx_count: 0,
     };
     let create_period = TIME_S;
@@ -318,6 +332,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(if full { 3 } else { 1 });
+    let keep = std::env::var("RATAS_KEEP").as_deref() != Ok("no");
     match &ratas {
         Some(path) => println!("Ratas benchmark binary: {path}"),
         None => println!(
@@ -327,7 +342,15 @@ fn main() {
              and run again with RATAS_BENCH=/path/to/ratas_bench."
         ),
     }
-    println!("Ratas workload, user CPU seconds, median of {rounds} paired alternating runs");
+    println!(
+        "Ratas workload, user CPU seconds, median of {rounds} paired alternating runs \
+         (fired timers {})",
+        if keep {
+            "kept and re-armed in place"
+        } else {
+            "freed and inserted again"
+        }
+    );
     println!(
         "| pairs | range | Ratas | tickwheel Wheel | Wheel / Ratas | checksum (Ratas / Wheel) |"
     );
@@ -353,7 +376,7 @@ fn main() {
                     }
                 }
                 let before = user_cpu();
-                sums.1 = run(p, in_range);
+                sums.1 = run(p, in_range, keep);
                 ours.push(user_cpu() - before);
             }
             let ours = median(&mut ours);

@@ -1003,6 +1003,83 @@ static void test_wheel_relative_and_ranges(void) {
     tw_wheel_free(wheel);
 }
 
+/* tw_wheel_advance_keep: a fired timer stays under its key and is armed
+ * again in place; cancel frees it; clear hands back held payloads too. */
+typedef struct {
+    const tw_wheel *wheel;
+    uint64_t key;
+    int fired;
+    int rearms;
+    tw_result seen;
+} keep_log;
+
+static void on_keep(void *ctx, uint64_t key, uint64_t deadline, void *payload) {
+    keep_log *log = ctx;
+    uint64_t tick = 0;
+    CHECK(key == log->key && payload == (void *)(uintptr_t)42);
+    /* Held: the key is valid but the timer is not armed. */
+    CHECK_RESULT(tw_wheel_deadline(log->wheel, key, &tick), TW_STALE_HANDLE);
+    log->fired++;
+    if (log->rearms > 0) {
+        log->rearms--;
+        log->seen = tw_wheel_reschedule_after(log->wheel, key, 5);
+        CHECK_OK(tw_wheel_deadline(log->wheel, key, &tick));
+        CHECK(tick == deadline + 5);
+    }
+}
+
+static void leave_held(void *ctx, uint64_t key, uint64_t deadline, void *payload) {
+    (void)ctx;
+    (void)key;
+    (void)deadline;
+    (void)payload;
+}
+
+static void test_wheel_keep(void) {
+    tw_wheel *wheel = NULL;
+    keep_log log;
+    memset(&log, 0, sizeof log);
+    uint64_t tick = 0;
+    size_t len = 9, expired = 0;
+    bool complete = false;
+    void *payload = NULL;
+    int freed = 0;
+
+    CHECK_OK(tw_wheel_new(100, &wheel));
+    log.wheel = wheel;
+    log.rearms = 2;
+    CHECK_OK(tw_wheel_schedule_after(wheel, 5, (void *)(uintptr_t)42, &log.key));
+    CHECK_RESULT(tw_wheel_advance_keep(wheel, 200, 1, NULL, NULL, NULL, NULL), TW_NULL_POINTER);
+    /* Fires at 105, re-armed to 110 and 115 in place; then left held. */
+    CHECK_OK(tw_wheel_advance_keep(wheel, 200, 100, on_keep, &log, &expired, &complete));
+    CHECK(expired == 3 && complete && log.fired == 3 && log.seen == TW_OK);
+    CHECK_OK(tw_wheel_len(wheel, &len));
+    CHECK(len == 0);
+    /* Armed again from outside a callback, same key. */
+    CHECK_OK(tw_wheel_reschedule(wheel, log.key, 250));
+    CHECK_OK(tw_wheel_deadline(wheel, log.key, &tick));
+    CHECK(tick == 250);
+    CHECK_OK(tw_wheel_len(wheel, &len));
+    CHECK(len == 1);
+    CHECK_OK(tw_wheel_advance_keep(wheel, 300, 100, on_keep, &log, &expired, NULL));
+    CHECK(expired == 1 && log.fired == 4);
+    /* Cancel frees the held timer and returns its payload. */
+    CHECK_OK(tw_wheel_cancel(wheel, log.key, &payload));
+    CHECK(payload == (void *)(uintptr_t)42);
+    CHECK_RESULT(tw_wheel_cancel(wheel, log.key, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_reschedule_after(wheel, log.key, 1), TW_STALE_HANDLE);
+
+    /* Clear frees held and armed timers alike. */
+    uint64_t k = 0;
+    CHECK_OK(tw_wheel_schedule_after(wheel, 1, malloc(8), &k));
+    CHECK_OK(tw_wheel_schedule_after(wheel, 1000, malloc(8), &k));
+    CHECK_OK(tw_wheel_advance_keep(wheel, 301, 100, leave_held, NULL, &expired, NULL));
+    CHECK(expired == 1);
+    CHECK_OK(tw_wheel_clear(wheel, free_payload, &freed));
+    CHECK(freed == 2);
+    tw_wheel_free(wheel);
+}
+
 int main(void) {
     test_results();
     test_config();
@@ -1019,6 +1096,7 @@ int main(void) {
     test_shutdown();
     test_wheel();
     test_wheel_relative_and_ranges();
+    test_wheel_keep();
     printf("test_c: all tests passed\n");
     return 0;
 }

@@ -1208,9 +1208,39 @@ tw_result tw_wheel_advance(const struct tw_wheel *wheel,
                            bool *complete_out);
 
 /**
- * Removes every armed timer, calling `callback(ctx, key, deadline,
- * payload)` for each (in no particular order), so their payloads can be
- * freed. Time does not move. Timers the callback schedules stay armed.
+ * `tw_wheel_advance`, but each timer that comes due is kept, *held*,
+ * under its key instead of freed: the key passed to the callback stays
+ * valid, so the callback (or later code) can arm the same timer again in
+ * place with any `tw_wheel_reschedule*` function (no free and new
+ * schedule, same key), or free it with `tw_wheel_cancel`, which returns
+ * its payload. A held timer is not armed: it never fires, `tw_wheel_len`
+ * does not count it and `tw_wheel_deadline` returns `TW_STALE_HANDLE` for
+ * it; it keeps its memory until re-armed or cancelled. `tw_wheel_clear`
+ * removes held timers too.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_advance_keep(const struct tw_wheel *wheel,
+                                uint64_t target_tick,
+                                size_t max,
+                                tw_wheel_expired_fn callback,
+                                void *ctx,
+                                size_t *expired_out,
+                                bool *complete_out);
+
+/**
+ * Removes every armed timer, and every timer held by
+ * `tw_wheel_advance_keep` (`deadline` is then the tick it fired at),
+ * calling `callback(ctx, key, deadline, payload)` for each (in no
+ * particular order), so their payloads can be freed. Time does not move.
+ * Timers the callback schedules stay armed.
  *
  * Thread safety: the wheel's thread; `TW_REENTRANT` from its callbacks.
  *

@@ -519,6 +519,81 @@ pub unsafe extern "C" fn tw_wheel_advance(
     expired_out: *mut usize,
     complete_out: *mut bool,
 ) -> tw_result {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        advance_with(
+            wheel,
+            target_tick,
+            max,
+            callback,
+            ctx,
+            expired_out,
+            complete_out,
+            false,
+        )
+    }
+}
+
+/// `tw_wheel_advance`, but each timer that comes due is kept, *held*,
+/// under its key instead of freed: the key passed to the callback stays
+/// valid, so the callback (or later code) can arm the same timer again in
+/// place with any `tw_wheel_reschedule*` function (no free and new
+/// schedule, same key), or free it with `tw_wheel_cancel`, which returns
+/// its payload. A held timer is not armed: it never fires, `tw_wheel_len`
+/// does not count it and `tw_wheel_deadline` returns `TW_STALE_HANDLE` for
+/// it; it keeps its memory until re-armed or cancelled. `tw_wheel_clear`
+/// removes held timers too.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_advance_keep(
+    wheel: *const tw_wheel,
+    target_tick: u64,
+    max: usize,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+) -> tw_result {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        advance_with(
+            wheel,
+            target_tick,
+            max,
+            callback,
+            ctx,
+            expired_out,
+            complete_out,
+            true,
+        )
+    }
+}
+
+/// The body of `tw_wheel_advance` (`keep == false`) and
+/// `tw_wheel_advance_keep` (`keep == true`).
+///
+/// # Safety
+/// As for those functions.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn advance_with(
+    wheel: *const tw_wheel,
+    target_tick: u64,
+    max: usize,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+    keep: bool,
+) -> tw_result {
     boundary(|| {
         let expired_out = out_opt(expired_out)?;
         let complete_out = out_opt(complete_out)?;
@@ -532,7 +607,14 @@ pub unsafe extern "C" fn tw_wheel_advance(
         let mut expired = 0;
         let mut complete = true;
         while expired < max {
-            match wheel.with(|w| w.poll(target)) {
+            let fired = wheel.with(|w| {
+                if keep {
+                    w.poll_keep(target)
+                } else {
+                    w.poll(target)
+                }
+            });
+            match fired {
                 Some(timer) => {
                     expired += 1;
                     // SAFETY: the caller's function and context; the header
@@ -562,9 +644,11 @@ pub unsafe extern "C" fn tw_wheel_advance(
     })
 }
 
-/// Removes every armed timer, calling `callback(ctx, key, deadline,
-/// payload)` for each (in no particular order), so their payloads can be
-/// freed. Time does not move. Timers the callback schedules stay armed.
+/// Removes every armed timer, and every timer held by
+/// `tw_wheel_advance_keep` (`deadline` is then the tick it fired at),
+/// calling `callback(ctx, key, deadline, payload)` for each (in no
+/// particular order), so their payloads can be freed. Time does not move.
+/// Timers the callback schedules stay armed.
 ///
 /// Thread safety: the wheel's thread; `TW_REENTRANT` from its callbacks.
 ///
@@ -586,7 +670,10 @@ pub unsafe extern "C" fn tw_wheel_clear(
         let callback = callback.ok_or(tw_result::TW_NULL_POINTER)?;
         let _clearing = wheel.enter()?;
         let removed: Vec<(TimerKey, u64, *mut c_void)> = wheel.with(|w| {
-            let armed: Vec<(TimerKey, u64)> = w.iter().map(|(key, at, _)| (key, at)).collect();
+            let mut armed: Vec<(TimerKey, u64)> = w.iter().map(|(key, at, _)| (key, at)).collect();
+            // Timers held by `tw_wheel_advance_keep` are not armed, but
+            // their payloads must come back too.
+            armed.extend(w.held());
             armed
                 .into_iter()
                 .filter_map(|(key, at)| Some((key, at, w.cancel(key)?)))

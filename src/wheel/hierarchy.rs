@@ -315,29 +315,85 @@ impl Hierarchy {
     #[inline]
     pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         let node = nodes.node(index);
-        if N::ORDERED && usize::from(node.bucket) >= SLOTS && deadline >= node.deadline {
-            // The common move (an idle timer pushed later) on a high level:
-            // stays in place whatever bucket the new deadline maps to, so
-            // the bucket is not even computed. The memo cannot drop (the
-            // deadline grows); it is only forgotten if this entry held it.
-            let seq = self.take_seq();
-            nodes.set_deadline_seq(index, deadline, seq);
-            if node.next != NIL {
-                let (level, slot) = split_bucket(node.bucket);
-                self.levels[level].unsorted |= 1 << slot;
-            }
-            if self.earliest.get() == Some(node.deadline) {
-                self.earliest.set(None);
-            }
-            return;
+        debug_assert_ne!(node.bucket, UNLINKED, "relinking an unlinked entry");
+        if !self.move_in_place(nodes, index, node, deadline) {
+            self.relink_general(nodes, index, node, deadline);
         }
-        self.relink_slow(nodes, index, node, deadline);
     }
 
-    /// The rest of [`relink`](Self::relink), out of line so that the common
-    /// lazy move above stays a small leaf (no registers to save).
+    /// [`relink`](Self::relink), or [`link`](Self::link) when entry `index`
+    /// is unlinked (a fired timer the `Wheel` keeps for its caller: it is
+    /// armed again in place, as a new arming). Returns `true` in that case.
+    #[inline]
+    pub(crate) fn rearm<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) -> bool {
+        let node = nodes.node(index);
+        if self.move_in_place(nodes, index, node, deadline) {
+            return false;
+        }
+        self.relink_slow(nodes, index, node, deadline)
+    }
+
+    /// The common move (an idle timer pushed later) on a high level, with an
+    /// ordered store: the entry stays in place whatever bucket the new
+    /// deadline maps to, so the bucket is not even computed. Returns `false`,
+    /// changing nothing, for every other move (and always for a store that
+    /// is not ordered, such as the service's).
+    #[inline(always)]
+    fn move_in_place<N: Nodes>(
+        &mut self,
+        nodes: &mut N,
+        index: u32,
+        node: Node,
+        deadline: u64,
+    ) -> bool {
+        // `bucket - SLOTS < UNLINKED - SLOTS`: above level 0 and linked, in
+        // one compare (an unlinked entry wraps to the top of the range).
+        let high = node.bucket.wrapping_sub(SLOTS as u16) < UNLINKED - SLOTS as u16;
+        if !(N::ORDERED && high && deadline >= node.deadline) {
+            return false;
+        }
+        // The memo cannot drop (the deadline grows); it is only forgotten
+        // if this entry held it.
+        let seq = self.take_seq();
+        nodes.set_deadline_seq(index, deadline, seq);
+        if node.next != NIL {
+            let (level, slot) = split_bucket(node.bucket);
+            self.levels[level].unsorted |= 1 << slot;
+        }
+        if self.earliest.get() == Some(node.deadline) {
+            self.earliest.set(None);
+        }
+        true
+    }
+
+    /// The rest of [`rearm`](Self::rearm), out of line so that the common
+    /// lazy move above stays a small leaf: an unlinked entry is linked here
+    /// (a held timer armed again: as cheap as an insert's link), every
+    /// other move goes on to [`relink_general`](Self::relink_general), whose
+    /// register saves the link does not pay.
     #[inline(never)]
-    fn relink_slow<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
+    fn relink_slow<N: Nodes>(
+        &mut self,
+        nodes: &mut N,
+        index: u32,
+        node: Node,
+        deadline: u64,
+    ) -> bool {
+        if node.bucket == UNLINKED {
+            self.link(nodes, index, deadline);
+            return true;
+        }
+        self.relink_general(nodes, index, node, deadline);
+        false
+    }
+
+    /// A move of a linked entry that [`relink`](Self::relink) or
+    /// [`rearm`](Self::rearm) did not settle in place. Out of line: its
+    /// register saves stay off the inline paths. The service's moves (an
+    /// unordered store) always come here, straight from `relink`, as before
+    /// held timers existed.
+    #[inline(never)]
+    fn relink_general<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
         let bucket = bucket_index(self.now, deadline);
         // Above level 0 an ordered store may leave the entry where it is
         // when it stays in its bucket, or when it moves later: its bucket
@@ -472,7 +528,7 @@ impl Hierarchy {
     /// Unlinks and returns the next entry due at or before `target`, with
     /// `now` advanced to its deadline; or, when none is, advances `now` to
     /// `target` (or keeps it, if `target` is earlier) and returns `None`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's

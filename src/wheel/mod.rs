@@ -41,6 +41,23 @@
 //!   on the same tick come out in the order they were armed (a reschedule
 //!   counts as arming again).
 //!
+//! # Keeping a fired timer (`poll_keep`, `advance_keep`)
+//!
+//! [`poll`](Wheel::poll) frees a fired timer: its key goes stale and its
+//! payload is handed out. A caller that re-arms the same timer after it
+//! fires (a pacing or retry timer, like Ratas' `TimerEvent`, which stays in
+//! its owner and is scheduled again) can use
+//! [`poll_keep`](Wheel::poll_keep) / [`advance_keep`](Wheel::advance_keep)
+//! instead: the timer is taken out of its bucket but stays in the wheel's
+//! storage, *held*, with its key valid and its payload in place (the
+//! caller gets a clone). A `reschedule*` of a held key arms it again in
+//! place (no free, no allocation, no new key; it counts as arming again
+//! for same-tick order), and [`cancel`](Wheel::cancel) frees it and returns
+//! the payload. A held timer is not armed: it never fires, is not counted
+//! by [`len`](Wheel::len), and [`contains`](Wheel::contains) /
+//! [`deadline`](Wheel::deadline) say so; [`get`](Wheel::get) still reads its
+//! payload. It stays held (its storage in use) until re-armed or cancelled.
+//!
 //! # Time semantics
 //!
 //! `now()` is the current tick. A timer whose deadline is `<= now` is *due*:
@@ -68,7 +85,9 @@ use crate::error::TimerError;
 /// A timer that came due, as returned by [`Wheel::poll`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired<T> {
-    /// The key the timer had. It is stale now.
+    /// The key the timer had. It is stale now, except after
+    /// [`Wheel::poll_keep`] / [`Wheel::advance_keep`], which keep the timer
+    /// (held) under this key.
     pub key: TimerKey,
     /// The tick it was due at. `Wheel::now()` equals this while the caller
     /// handles the timer.
@@ -111,6 +130,9 @@ pub struct Advance {
 pub struct Wheel<T> {
     hierarchy: Hierarchy,
     slab: Slab<T>,
+    /// Fired timers kept under their keys (see "Keeping a fired timer"):
+    /// occupied slab entries that are in no bucket.
+    held: usize,
 }
 
 impl<T> Default for Wheel<T> {
@@ -131,6 +153,7 @@ impl<T> Wheel<T> {
         Wheel {
             hierarchy: Hierarchy::starting_at(0),
             slab: Slab::with_capacity(capacity),
+            held: 0,
         }
     }
 
@@ -139,6 +162,7 @@ impl<T> Wheel<T> {
         Wheel {
             hierarchy: Hierarchy::starting_at(now),
             slab: Slab::with_capacity(0),
+            held: 0,
         }
     }
 
@@ -148,14 +172,15 @@ impl<T> Wheel<T> {
         self.hierarchy.now()
     }
 
-    /// Number of armed timers (including those due but not yet polled).
+    /// Number of armed timers (including those due but not yet polled;
+    /// not held ones, see [`poll_keep`](Self::poll_keep)).
     pub fn len(&self) -> usize {
-        self.slab.len()
+        self.slab.len() - self.held
     }
 
     /// `true` when no timer is armed.
     pub fn is_empty(&self) -> bool {
-        self.slab.len() == 0
+        self.len() == 0
     }
 
     /// Timers the wheel can hold before its storage grows.
@@ -223,15 +248,22 @@ impl<T> Wheel<T> {
         Ok(self.insert_at(roundest_tick_in(earliest, latest), value))
     }
 
-    /// Disarms the timer and returns its payload, or `None` if the key is stale.
+    /// Disarms the timer and returns its payload, or `None` if the key is
+    /// stale. Also frees a held timer (see [`poll_keep`](Self::poll_keep)).
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let index = self.slab.resolve(key)?;
-        self.hierarchy.unlink(&mut self.slab, index);
+        if self.slab.get(index).bucket == UNLINKED {
+            self.held -= 1;
+        } else {
+            self.hierarchy.unlink(&mut self.slab, index);
+        }
         Some(self.slab.remove(index))
     }
 
     /// Moves an armed timer to a new deadline (clamped to `now()` if earlier).
     /// The key stays valid. Counts as arming again for same-tick order.
+    /// A held timer (see [`poll_keep`](Self::poll_keep)) is armed again in
+    /// place, under the same key.
     ///
     /// # Errors
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
@@ -239,7 +271,9 @@ impl<T> Wheel<T> {
     pub fn reschedule_at(&mut self, key: TimerKey, deadline: u64) -> Result<(), TimerError> {
         let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
         let deadline = deadline.max(self.now());
-        self.hierarchy.relink(&mut self.slab, index, deadline);
+        if self.hierarchy.rearm(&mut self.slab, index, deadline) {
+            self.held -= 1;
+        }
         Ok(())
     }
 
@@ -257,7 +291,9 @@ impl<T> Wheel<T> {
     /// `delays.end()` ticks from now (both inclusive), else moves it to the
     /// roundest tick of that window (as [`insert_in_range`](Self::insert_in_range)
     /// picks). Returns the timer's deadline. A kept timer keeps its place in
-    /// same-tick order; a moved one counts as armed again.
+    /// same-tick order; a moved one counts as armed again. A held timer
+    /// (see [`poll_keep`](Self::poll_keep)) is never kept: it is armed again
+    /// in place at the window's roundest tick.
     ///
     /// # Errors
     /// [`TimerError::InvalidRange`] when the range is empty (the timer is not
@@ -297,8 +333,11 @@ impl<T> Wheel<T> {
         let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
         let earliest = earliest.max(self.now());
         let latest = latest.max(self.now());
-        let current = self.slab.get(index).deadline;
-        if (earliest..=latest).contains(&current) {
+        let entry = self.slab.get(index);
+        let current = entry.deadline;
+        // A held timer keeps the deadline it fired at, which may lie in the
+        // window (`earliest == now`): it must be armed, not kept.
+        if (earliest..=latest).contains(&current) && entry.bucket != UNLINKED {
             return Ok(current);
         }
         Ok(self.move_into(index, earliest, latest))
@@ -310,28 +349,54 @@ impl<T> Wheel<T> {
     #[inline(never)]
     fn move_into(&mut self, index: u32, earliest: u64, latest: u64) -> u64 {
         let deadline = roundest_tick_in(earliest, latest);
-        self.hierarchy.relink(&mut self.slab, index, deadline);
+        if self.hierarchy.rearm(&mut self.slab, index, deadline) {
+            self.held -= 1;
+        }
         deadline
     }
 
-    /// The tick the timer is due at, or `None` if the key is stale.
+    /// The tick the timer is due at, or `None` if the key is stale or the
+    /// timer is held (not armed; see [`poll_keep`](Self::poll_keep)).
     pub fn deadline(&self, key: TimerKey) -> Option<u64> {
         let index = self.slab.resolve(key)?;
-        Some(self.slab.get(index).deadline)
+        let entry = self.slab.get(index);
+        (entry.bucket != UNLINKED).then_some(entry.deadline)
     }
 
-    /// `true` while the timer is armed.
+    /// `true` while the timer is armed (`false` for a stale key and for a
+    /// held timer, see [`poll_keep`](Self::poll_keep)).
     pub fn contains(&self, key: TimerKey) -> bool {
-        self.slab.resolve(key).is_some()
+        self.slab
+            .resolve(key)
+            .is_some_and(|index| self.slab.get(index).bucket != UNLINKED)
     }
 
-    /// The payload of an armed timer.
+    /// `true` while the timer is held: it fired through
+    /// [`poll_keep`](Self::poll_keep) or [`advance_keep`](Self::advance_keep)
+    /// and has been neither armed again nor cancelled.
+    pub fn is_held(&self, key: TimerKey) -> bool {
+        self.slab
+            .resolve(key)
+            .is_some_and(|index| self.slab.get(index).bucket == UNLINKED)
+    }
+
+    /// The held timers as `(key, deadline it fired at)`, in no particular
+    /// order (for `tw_wheel_clear`). O(1) when none is held, else
+    /// O(capacity).
+    pub(crate) fn held(&self) -> Vec<(TimerKey, u64)> {
+        if self.held == 0 {
+            return Vec::new();
+        }
+        self.slab.unlinked()
+    }
+
+    /// The payload of an armed or held timer.
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         let index = self.slab.resolve(key)?;
         self.slab.get(index).value()
     }
 
-    /// The payload of an armed timer, mutably.
+    /// The payload of an armed or held timer, mutably.
     pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
         let index = self.slab.resolve(key)?;
         self.slab.get_mut(index).value_mut()
@@ -408,6 +473,45 @@ impl<T> Wheel<T> {
         })
     }
 
+    /// [`poll`](Self::poll), but the fired timer is kept, *held*, under its
+    /// key instead of freed: the returned key stays valid, the payload stays
+    /// in the wheel (the caller gets a clone), and a later `reschedule*`
+    /// of the key arms the same timer again in place (no free and new
+    /// insert), while [`cancel`](Self::cancel) frees it and returns the
+    /// payload. Until then the timer is not armed (not in
+    /// [`len`](Self::len); [`contains`](Self::contains) is `false`) but
+    /// uses its storage. See the module docs, "Keeping a fired timer".
+    ///
+    /// ```
+    /// use tickwheel::Wheel;
+    ///
+    /// let mut wheel = Wheel::new();
+    /// let pace = wheel.insert(10, "pace");
+    /// let fired = wheel.poll_keep(10).unwrap();
+    /// assert_eq!((fired.key, fired.value, fired.deadline), (pace, "pace", 10));
+    /// assert!(wheel.is_held(pace) && !wheel.contains(pace) && wheel.is_empty());
+    /// wheel.reschedule(pace, 10).unwrap(); // armed again, same key
+    /// assert_eq!(wheel.deadline(pace), Some(20));
+    /// assert_eq!(wheel.poll_keep(20).unwrap().key, pace);
+    /// assert_eq!(wheel.cancel(pace), Some("pace")); // frees it
+    /// assert!(wheel.get(pace).is_none());
+    /// ```
+    #[inline]
+    pub fn poll_keep(&mut self, target: u64) -> Option<Expired<T>>
+    where
+        T: Clone,
+    {
+        let index = self.hierarchy.pop_due(&mut self.slab, target)?;
+        self.held += 1;
+        let deadline = self.now();
+        let (key, value) = self.slab.key_and_clone(index);
+        Some(Expired {
+            key,
+            deadline,
+            value,
+        })
+    }
+
     /// Advances to `target`, handing at most `max` expired timers to `on_expired`
     /// together with the wheel, which the callback may change (insert,
     /// cancel, reschedule; `now()` reads the timer's deadline).
@@ -415,8 +519,47 @@ impl<T> Wheel<T> {
     /// When the cap stops it, `complete` is `false` and `now()` is the tick
     /// being processed; calling again (with the same or a later target)
     /// finishes that tick first.
-    pub fn advance<F>(&mut self, target: u64, max: usize, mut on_expired: F) -> Advance
+    pub fn advance<F>(&mut self, target: u64, max: usize, on_expired: F) -> Advance
     where
+        F: FnMut(&mut Self, Expired<T>),
+    {
+        self.advance_with(target, max, Self::poll, on_expired)
+    }
+
+    /// [`advance`](Self::advance) with [`poll_keep`](Self::poll_keep): each
+    /// fired timer is held under its key (still valid in the callback and
+    /// after), so the callback can arm it again in place with a
+    /// `reschedule*` of `timer.key`, or free it with [`cancel`](Self::cancel).
+    /// A timer it does neither to stays held.
+    ///
+    /// ```
+    /// use tickwheel::Wheel;
+    ///
+    /// let mut wheel = Wheel::new();
+    /// let tick = wheel.insert(3, ());
+    /// let mut fired = Vec::new();
+    /// let done = wheel.advance_keep(10, usize::MAX, |wheel, timer| {
+    ///     fired.push(wheel.now());
+    ///     wheel.reschedule(timer.key, 3).unwrap(); // periodic, same key
+    /// });
+    /// assert!(done.complete);
+    /// assert_eq!(fired, [3, 6, 9]);
+    /// assert_eq!(wheel.deadline(tick), Some(12));
+    /// ```
+    pub fn advance_keep<F>(&mut self, target: u64, max: usize, on_expired: F) -> Advance
+    where
+        T: Clone,
+        F: FnMut(&mut Self, Expired<T>),
+    {
+        self.advance_with(target, max, Self::poll_keep, on_expired)
+    }
+
+    /// The loop of [`advance`](Self::advance) and
+    /// [`advance_keep`](Self::advance_keep), with the poll that fires a timer.
+    #[inline(always)]
+    fn advance_with<P, F>(&mut self, target: u64, max: usize, poll: P, mut on_expired: F) -> Advance
+    where
+        P: Fn(&mut Self, u64) -> Option<Expired<T>>,
         F: FnMut(&mut Self, Expired<T>),
     {
         // A target before `now()` means `now()` (as in `poll`). Without this
@@ -427,7 +570,7 @@ impl<T> Wheel<T> {
         let target = target.max(self.now());
         let mut expired = 0;
         while expired < max {
-            match self.poll(target) {
+            match poll(self, target) {
                 Some(timer) => {
                     expired += 1;
                     on_expired(self, timer);
@@ -509,5 +652,7 @@ pub(crate) fn roundest_tick_in(earliest: u64, latest: u64) -> u64 {
     latest & (u64::MAX << highest)
 }
 
+#[cfg(test)]
+mod keep_tests;
 #[cfg(test)]
 mod tests;

@@ -220,7 +220,45 @@ impl<T> Slab<T> {
         value
     }
 
-    /// The index of the armed timer `key` names, or `None` when it is stale.
+    /// The key of occupied entry `index` and a clone of its payload (a
+    /// fired timer the wheel keeps: the entry stays occupied).
+    #[inline]
+    pub(crate) fn key_and_clone(&self, index: u32) -> (TimerKey, T)
+    where
+        T: Clone,
+    {
+        let entry = &self.entries[index as usize];
+        let value = entry
+            .value()
+            .expect("slab: a kept entry is occupied")
+            .clone();
+        (
+            TimerKey {
+                index,
+                generation: entry.generation,
+            },
+            value,
+        )
+    }
+
+    /// Keys and deadlines of the occupied entries in no bucket (held
+    /// timers; see the `Wheel`'s "Keeping a fired timer").
+    pub(crate) fn unlinked(&self) -> Vec<(TimerKey, u64)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| entry.occupied && entry.bucket == UNLINKED)
+            .map(|(index, entry)| {
+                let key = TimerKey {
+                    index: index as u32,
+                    generation: entry.generation,
+                };
+                (key, entry.deadline)
+            })
+            .collect()
+    }
+
+    /// The index of the occupied entry `key` names, or `None` when it is stale.
     #[inline]
     pub(crate) fn resolve(&self, key: TimerKey) -> Option<u32> {
         let entry = self.entries.get(key.index as usize)?;
