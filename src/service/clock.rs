@@ -317,10 +317,11 @@ impl TickDivisor {
         if rest == 0 {
             return (quotient, 0);
         }
-        let gap = self.tick - rest; // 1..tick
-                                    // `gap * magic / 2^64` is `gap / tick` or a hair more (see above);
-                                    // shifting by 56 instead of 64 scales it by 256. One multiply, no
-                                    // division; the result may be one 256th high, hence the cap.
+        // `gap` is in 1..tick. `gap * magic / 2^64` is `gap / tick` or a
+        // hair more (see above); shifting by 56 instead of 64 scales it by
+        // 256. One multiply, no division; the result may be one 256th high,
+        // hence the cap.
+        let gap = self.tick - rest;
         let fraction = ((u128::from(gap) * u128::from(self.magic)) >> 56) as u64;
         (quotient + 1, fraction.min(255) as u8)
     }

@@ -252,7 +252,7 @@ impl<T> Wheel<T> {
     /// stale. Also frees a held timer (see [`poll_keep`](Self::poll_keep)).
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let index = self.slab.resolve(key)?;
-        if self.slab.get(index).bucket == UNLINKED {
+        if self.is_held_at(index) {
             self.held -= 1;
         } else {
             self.hierarchy.unlink(&mut self.slab, index);
@@ -337,7 +337,7 @@ impl<T> Wheel<T> {
         let current = entry.deadline;
         // A held timer keeps the deadline it fired at, which may lie in the
         // window (`earliest == now`): it must be armed, not kept.
-        if (earliest..=latest).contains(&current) && entry.bucket != UNLINKED {
+        if (earliest..=latest).contains(&current) && !self.is_held_at(index) {
             return Ok(current);
         }
         Ok(self.move_into(index, earliest, latest))
@@ -368,7 +368,14 @@ impl<T> Wheel<T> {
     pub fn contains(&self, key: TimerKey) -> bool {
         self.slab
             .resolve(key)
-            .is_some_and(|index| self.slab.get(index).bucket != UNLINKED)
+            .is_some_and(|index| !self.is_held_at(index))
+    }
+
+    /// Whether occupied entry `index` is held: a fired timer kept under its
+    /// key is the only occupied entry in no bucket.
+    #[inline]
+    fn is_held_at(&self, index: u32) -> bool {
+        self.slab.get(index).bucket == UNLINKED
     }
 
     /// `true` while the timer is held: it fired through
@@ -377,7 +384,7 @@ impl<T> Wheel<T> {
     pub fn is_held(&self, key: TimerKey) -> bool {
         self.slab
             .resolve(key)
-            .is_some_and(|index| self.slab.get(index).bucket == UNLINKED)
+            .is_some_and(|index| self.is_held_at(index))
     }
 
     /// The held timers as `(key, deadline it fired at)`, in no particular
