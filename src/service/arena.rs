@@ -172,15 +172,24 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 /// Segment number and offset of slot `index`.
+///
+/// Counted from `GROUP * BASE` instead of 0 (`j` below), the slots of group
+/// `g` are exactly those whose top bit is bit `BASE_SHIFT + 2 + g`, and its
+/// four segments are told apart by the two bits under the top one (a float's
+/// exponent and two mantissa bits): one `bsr` and a few shifts, on every
+/// slot access of the owner's wheel.
+#[inline]
 fn locate(index: u32) -> (usize, usize) {
-    let scaled = index as usize / (GROUP * BASE) + 1;
-    let size_shift = scaled.ilog2() as usize;
-    let group_start = GROUP * BASE * ((1 << size_shift) - 1);
-    let within = index as usize - group_start;
-    let segment_shift = BASE_SHIFT as usize + size_shift;
+    const GROUP_BITS: u32 = GROUP.ilog2();
+    let j = index as u64 + (GROUP * BASE) as u64;
+    let top = j.ilog2();
+    // Segments of group `top - BASE_SHIFT - GROUP_BITS` hold `1 << size_shift` slots.
+    let size_shift = top - GROUP_BITS;
+    let group = (top - BASE_SHIFT - GROUP_BITS) as usize;
+    let within_group = (j >> size_shift) as usize & (GROUP - 1);
     (
-        GROUP * size_shift + (within >> segment_shift),
-        within & ((1 << segment_shift) - 1),
+        group * GROUP + within_group,
+        (j & ((1 << size_shift) - 1)) as usize,
     )
 }
 
@@ -214,6 +223,30 @@ impl Arena {
         // slots: segments are installed once and freed only in `drop`, which
         // needs `&mut self`. (2) `offset < segment_len(segment)` by `locate`.
         Some(unsafe { &*base.add(offset) })
+    }
+
+    /// The slot at `index`, which `alloc` has handed out: [`get`](Self::get)
+    /// without its two checks (`index` below `fresh`, segment installed) and
+    /// without a bounds check on the segment table. The owner's wheel reaches
+    /// several slots per link, unlink and move (issue 11: the checks were a
+    /// third of a RESTART's instructions).
+    ///
+    /// # Safety
+    /// `index` was returned by [`alloc`](Self::alloc) of this arena, and the
+    /// caller's thread has seen that happen (it allocated the slot, or
+    /// learnt the index through a release/acquire chain from a thread that
+    /// did): its segment is installed, and `alloc` installs a segment
+    /// before it returns an index in it.
+    #[inline]
+    pub(crate) unsafe fn get_allocated(&self, index: u32) -> &Slot {
+        let (segment, offset) = locate(index);
+        debug_assert!(index < self.fresh.load(Ordering::Relaxed) && segment < SEGMENTS);
+        // SAFETY: `segment < SEGMENTS` for every `u32` (`locate`'s test).
+        let base = unsafe { self.segments.get_unchecked(segment) }.load(Ordering::Acquire);
+        debug_assert!(!base.is_null(), "slot {index} was never allocated");
+        // SAFETY: the segment is installed (the caller's contract) and live
+        // until `drop`, and `offset < segment_len(segment)` by `locate`.
+        unsafe { &*base.add(offset) }
     }
 
     /// Takes a free slot (reusing freed ones first). Its state word reads
@@ -340,6 +373,38 @@ impl Drop for Arena {
 mod tests {
     use super::*;
 
+    /// `locate` as first written: group by division, then segment and offset
+    /// within the group.
+    fn locate_by_division(index: u32) -> (usize, usize) {
+        let scaled = index as usize / (GROUP * BASE) + 1;
+        let size_shift = scaled.ilog2() as usize;
+        let group_start = GROUP * BASE * ((1 << size_shift) - 1);
+        let within = index as usize - group_start;
+        let segment_shift = BASE_SHIFT as usize + size_shift;
+        (
+            GROUP * size_shift + (within >> segment_shift),
+            within & ((1 << segment_shift) - 1),
+        )
+    }
+
+    #[test]
+    fn locate_agrees_with_the_division_form() {
+        let mut x = 0x9E37_79B9u32;
+        let edges = (0..32).flat_map(|bit| {
+            let power = 1u64 << bit;
+            [power - 1, power, power + 1].map(|i| i.min(u32::MAX as u64) as u32)
+        });
+        let random = (0..20_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        });
+        for index in edges.chain(random).chain([u32::MAX]) {
+            assert_eq!(locate(index), locate_by_division(index), "index {index}");
+        }
+    }
+
     #[test]
     fn locate_covers_indices_contiguously() {
         let mut expected = (0, 0);
@@ -351,6 +416,8 @@ mod tests {
             }
         }
         assert!(locate(u32::MAX - 1).0 < SEGMENTS);
+        // `get_allocated` indexes the segment table unchecked.
+        assert!(locate(u32::MAX).0 < SEGMENTS);
     }
 
     #[test]

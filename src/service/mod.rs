@@ -509,7 +509,8 @@ impl Inner {
             rounding,
             ..
         } = arming;
-        let slot = self.slot(index);
+        // SAFETY: `index` was just allocated by this thread.
+        let slot = unsafe { self.slot(index) };
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
         // SAFETY: the slot is FREE and was just popped from a free list (or
@@ -551,8 +552,11 @@ impl Inner {
         self.arena.alloc()
     }
 
-    fn slot(&self, index: u32) -> &Slot {
-        self.arena.get(index).expect("allocated slot exists")
+    /// # Safety
+    /// `index` is an allocated slot (see [`Arena::get_allocated`]).
+    unsafe fn slot(&self, index: u32) -> &Slot {
+        // SAFETY: forwarded.
+        unsafe { self.arena.get_allocated(index) }
     }
 
     /// The slot of a live handle and its current word, or `None` when the id
@@ -735,15 +739,24 @@ impl Inner {
     /// in, and on success tell the owner. A CAS that loses to another thread
     /// re-decides on the word it found, as long as `id` still addresses the
     /// slot; a stale id yields `stale` and changes nothing.
-    fn transition<R>(
+    fn transition<R>(&self, id: TimerId, stale: R, decide: impl FnMut(Word) -> Decision<R>) -> R {
+        let Some((slot, word)) = self.live(id) else {
+            return stale;
+        };
+        self.transition_from(id, slot, word, stale, decide)
+    }
+
+    /// [`transition`](Self::transition) from a slot and word that `live`
+    /// has just given for `id`.
+    #[inline]
+    fn transition_from<R>(
         &self,
         id: TimerId,
+        slot: &Slot,
+        mut word: Word,
         stale: R,
         mut decide: impl FnMut(Word) -> Decision<R>,
     ) -> R {
-        let Some((slot, mut word)) = self.live(id) else {
-            return stale;
-        };
         loop {
             let (new, notify, result) = match decide(word) {
                 Decision::Keep(result) => return result,
@@ -827,16 +840,16 @@ impl Inner {
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
         }
-        // The clock as the timer's shard sees it. For a stale id the shard
-        // read here may be anyone's; the deadline is then never used.
-        let shard = self
-            .arena
-            .get(id.index())
-            .map_or(0, |slot| slot.shard.load(Ordering::Relaxed) as usize)
-            .min(self.shards.len() - 1);
+        let Some((slot, word)) = self.live(id) else {
+            return Err(TimerError::StaleKey);
+        };
+        // The clock as the timer's shard sees it. Should the slot be released
+        // and reused meanwhile, the shard read here may be another timer's;
+        // the CAS below then fails and the deadline is never used.
+        let shard = (slot.shard.load(Ordering::Relaxed) as usize).min(self.shards.len() - 1);
         let (deadline, rounding) = self
             .ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
-        self.transition(id, Err(TimerError::StaleKey), |word| {
+        self.transition_from(id, slot, word, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {
                 Restart::Moved
@@ -993,7 +1006,8 @@ mod tests {
         let (record, remote) = (seen.clone(), service.clone());
         let timer = service
             .start_periodic(Duration::from_millis(1), move |e| {
-                let slot = remote.inner().slot(e.id().index());
+                // SAFETY: the running timer's slot is allocated.
+                let slot = unsafe { remote.inner().slot(e.id().index()) };
                 let before = slot.load(Ordering::Acquire);
                 let outcomes: Vec<Stop> = (0..3).map(|_| remote.stop_id(e.id())).collect();
                 let after = slot.load(Ordering::Acquire);
@@ -1014,10 +1028,8 @@ mod tests {
         // Halted: not re-armed, and the flag is gone with the run.
         clock.advance(Duration::from_millis(5));
         assert_eq!(guard.poll(), Ok(0));
-        let word = service
-            .inner()
-            .slot(timer.id().index())
-            .load(Ordering::Acquire);
+        // SAFETY: the handle keeps the slot allocated.
+        let word = unsafe { service.inner().slot(timer.id().index()) }.load(Ordering::Acquire);
         assert!(!word.is(HALTED) && !word.is(RUNNING) && word.arm() == FIRED);
         assert_eq!(timer.stop(), Stop::Fired);
     }

@@ -453,9 +453,11 @@ impl Shard {
     /// # Safety
     /// The caller owns the shard.
     pub(crate) unsafe fn reconcile(&self, inner: &Inner, message: Message) {
-        let Some(slot) = inner.arena.get(message.index) else {
-            return;
-        };
+        // SAFETY: a message names a slot that a handle or its owner held
+        // when it was made (`Inner::transition`, `Inner::publish`): allocated,
+        // and its index reached this thread through the message's release
+        // (the intake push) or this thread made it.
+        let slot = unsafe { inner.arena.get_allocated(message.index) };
         let word = slot.load(Ordering::Acquire);
         if word.gen() != message.gen || word.arm() == super::state::FREE {
             return; // Stale: the slot was freed (and maybe reused) since.
@@ -593,7 +595,8 @@ impl Shard {
         deadline: u64,
         now: u64,
     ) -> bool {
-        let slot = inner.arena.get(index).expect("linked slot exists");
+        // SAFETY: a linked slot is allocated.
+        let slot = unsafe { inner.arena.get_allocated(index) };
         // SAFETY (all `owned` calls here): the caller owns the shard. `poll`
         // has just unlinked the slot.
         let (linked_seq, rounding) =

@@ -277,6 +277,25 @@ impl Hierarchy {
     pub(crate) fn unlink<N: Nodes>(&mut self, nodes: &mut N, index: u32) -> u64 {
         let node = nodes.node(index);
         debug_assert_ne!(node.bucket, UNLINKED, "unlinking an unlinked entry");
+        self.detach(nodes, node);
+        nodes.set_node(
+            index,
+            Node {
+                bucket: UNLINKED,
+                prev: NIL,
+                next: NIL,
+                ..node
+            },
+        );
+        node.deadline
+    }
+
+    /// Takes the entry whose node is `node` out of its bucket's list and the
+    /// memo, leaving the entry's own node as it was: for `unlink`, which
+    /// marks it unlinked next, and for a move, which links it again at once
+    /// (one write of the node instead of two).
+    #[inline]
+    fn detach<N: Nodes>(&mut self, nodes: &mut N, node: Node) {
         let (level, slot) = split_bucket(node.bucket);
         if node.prev == NIL {
             self.levels[level].head[slot] = node.next;
@@ -292,19 +311,9 @@ impl Hierarchy {
             self.levels[level].occupied &= !(1 << slot);
             self.levels[level].unsorted &= !(1 << slot);
         }
-        nodes.set_node(
-            index,
-            Node {
-                bucket: UNLINKED,
-                prev: NIL,
-                next: NIL,
-                ..node
-            },
-        );
         if self.earliest.get() == Some(node.deadline) {
             self.earliest.set(None);
         }
-        node.deadline
     }
 
     /// Moves linked entry `index` to `deadline` (`>= now`) and counts it as
@@ -420,7 +429,9 @@ impl Hierarchy {
             }
             return;
         }
-        self.unlink(nodes, index);
+        // `link` rewrites the whole node, so the entry is only detached
+        // from its neighbours here, not marked unlinked first.
+        self.detach(nodes, node);
         self.link(nodes, index, deadline);
     }
 
