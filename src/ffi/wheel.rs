@@ -597,7 +597,10 @@ unsafe fn advance_with(
     complete_out: *mut bool,
     keep: bool,
 ) -> tw_result {
-    boundary(|| {
+    // `move`: the loop is too large to inline into `catch_unwind`'s
+    // `do_call`, so the closure is handed over in memory; by value it is the
+    // arguments themselves, not eight pointers to them.
+    boundary(move || {
         let expired_out = out_opt(expired_out)?;
         let complete_out = out_opt(complete_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
