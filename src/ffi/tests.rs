@@ -201,7 +201,7 @@ fn rearms(value: usize, deadline: u64, fired: usize) -> bool {
 unsafe extern "C" fn drive(ctx: *mut c_void, key: u64, deadline: u64, payload: *mut c_void) {
     // SAFETY: `ctx` is the test's live `Driven`.
     let driven = unsafe { &mut *ctx.cast::<Driven>() };
-    let value = payload as usize;
+    let value = payload.addr();
     driven.fired.push((value, deadline));
     if rearms(value, deadline, driven.fired.len()) {
         let delay = (value % 5) as u64;
