@@ -524,7 +524,7 @@ pub unsafe extern "C" fn tw_wheel_advance(
 ) -> tw_result {
     // SAFETY: forwarded from the caller.
     unsafe {
-        advance_with(
+        advance_with::<false>(
             wheel,
             target_tick,
             max,
@@ -532,7 +532,6 @@ pub unsafe extern "C" fn tw_wheel_advance(
             ctx,
             expired_out,
             complete_out,
-            false,
         )
     }
 }
@@ -567,7 +566,7 @@ pub unsafe extern "C" fn tw_wheel_advance_keep(
 ) -> tw_result {
     // SAFETY: forwarded from the caller.
     unsafe {
-        advance_with(
+        advance_with::<true>(
             wheel,
             target_tick,
             max,
@@ -575,19 +574,19 @@ pub unsafe extern "C" fn tw_wheel_advance_keep(
             ctx,
             expired_out,
             complete_out,
-            true,
         )
     }
 }
 
-/// The body of `tw_wheel_advance` (`keep == false`) and
-/// `tw_wheel_advance_keep` (`keep == true`).
+/// The body of `tw_wheel_advance` (`KEEP == false`) and
+/// `tw_wheel_advance_keep` (`KEEP == true`): a constant, so each gets a
+/// loop of its own with one kind of poll and no test per timer.
 ///
 /// # Safety
 /// As for those functions.
 #[allow(clippy::too_many_arguments)]
 #[inline]
-unsafe fn advance_with(
+unsafe fn advance_with<const KEEP: bool>(
     wheel: *const tw_wheel,
     target_tick: u64,
     max: usize,
@@ -595,12 +594,8 @@ unsafe fn advance_with(
     ctx: *mut c_void,
     expired_out: *mut usize,
     complete_out: *mut bool,
-    keep: bool,
 ) -> tw_result {
-    // `move`: the loop is too large to inline into `catch_unwind`'s
-    // `do_call`, so the closure is handed over in memory; by value it is the
-    // arguments themselves, not eight pointers to them.
-    boundary(move || {
+    boundary(|| {
         let expired_out = out_opt(expired_out)?;
         let complete_out = out_opt(complete_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
@@ -614,7 +609,7 @@ unsafe fn advance_with(
         let mut complete = true;
         while expired < max {
             let fired = wheel.with(|w| {
-                if keep {
+                if KEEP {
                     w.poll_keep(target)
                 } else {
                     w.poll(target)
