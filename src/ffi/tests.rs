@@ -226,7 +226,7 @@ unsafe extern "C" fn drive(ctx: *mut c_void, key: u64, deadline: u64, payload: *
 #[test]
 fn c_advance_matches_wheel_advance() {
     // Smaller under Miri (its ffi:: step in .ci/run runs this too).
-    let (timers, steps) = if cfg!(miri) { (30, 40) } else { (120, 150) };
+    let (timers, steps) = if cfg!(miri) { (12, 16) } else { (120, 150) };
     for keep in [false, true] {
         let mut rust = crate::Wheel::<usize>::new();
         let mut c = ptr::null_mut();
