@@ -75,6 +75,7 @@ use std::ptr::NonNull;
 
 /// Runs the body of an exported function behind the panic boundary: `Ok`
 /// becomes `TW_OK`, `Err(code)` that code, and a panic `TW_PANIC`.
+#[inline(always)]
 pub(crate) fn boundary(body: impl FnOnce() -> Result<(), tw_result>) -> tw_result {
     // AssertUnwindSafe: after a panic the caller only sees `TW_PANIC`; every
     // object reachable from it is either untouched or was left consistent by
@@ -98,6 +99,7 @@ pub(crate) fn boundary_void(body: impl FnOnce()) {
 /// # Safety
 /// `ptr` must be `NULL` or point to a live `T` that nothing mutates for `'a`
 /// (other than through `T`'s own interior mutability).
+#[inline(always)]
 pub(crate) unsafe fn arg<'a, T>(ptr: *const T) -> Result<&'a T, tw_result> {
     if ptr.is_null() {
         return Err(tw_result::TW_NULL_POINTER);
@@ -111,6 +113,7 @@ pub(crate) unsafe fn arg<'a, T>(ptr: *const T) -> Result<&'a T, tw_result> {
 
 /// Checks a required output pointer before anything else happens; write it
 /// later with [`put`].
+#[inline(always)]
 pub(crate) fn out<T>(ptr: *mut T) -> Result<NonNull<T>, tw_result> {
     let ptr = NonNull::new(ptr).ok_or(tw_result::TW_NULL_POINTER)?;
     if !ptr.as_ptr().is_aligned() {
@@ -120,6 +123,7 @@ pub(crate) fn out<T>(ptr: *mut T) -> Result<NonNull<T>, tw_result> {
 }
 
 /// Checks an optional output pointer (`NULL` allowed).
+#[inline(always)]
 pub(crate) fn out_opt<T>(ptr: *mut T) -> Result<Option<NonNull<T>>, tw_result> {
     if ptr.is_null() {
         return Ok(None);
@@ -131,6 +135,7 @@ pub(crate) fn out_opt<T>(ptr: *mut T) -> Result<Option<NonNull<T>>, tw_result> {
 ///
 /// # Safety
 /// `ptr` must be valid for a write of `T` (it may be uninitialised).
+#[inline(always)]
 pub(crate) unsafe fn put<T>(ptr: NonNull<T>, value: T) {
     // SAFETY: the caller's contract; `write` does not read or drop the old value.
     unsafe { ptr.as_ptr().write(value) }
@@ -140,6 +145,7 @@ pub(crate) unsafe fn put<T>(ptr: NonNull<T>, value: T) {
 ///
 /// # Safety
 /// As [`put`].
+#[inline(always)]
 pub(crate) unsafe fn put_opt<T>(ptr: Option<NonNull<T>>, value: T) {
     if let Some(ptr) = ptr {
         // SAFETY: forwarded.

@@ -5,6 +5,7 @@ use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::wheel::tw_wheel_advance_keep;
 use super::*;
 
 fn name(result: tw_result) -> &'static str {
@@ -180,5 +181,130 @@ fn a_handle_used_on_the_wrong_service_is_refused() {
         assert_eq!(tw_timer_free(b, timer_b), tw_result::TW_OK);
         tw_service_free(a);
         tw_service_free(b);
+    }
+}
+
+/// What the callback of `c_advance_matches_wheel_advance` records and does.
+struct Driven {
+    wheel: *const tw_wheel,
+    keep: bool,
+    fired: Vec<(usize, u64)>,
+}
+
+/// Every third timer is armed again from its callback, 0..=4 ticks later
+/// (0: due at the tick being processed, so the same advance must fire it;
+/// only after an odd number of firings in all, so that it stops).
+fn rearms(value: usize, deadline: u64, fired: usize) -> bool {
+    value % 3 == 0 && deadline < 4000 && (value % 5 != 0 || fired % 2 == 1)
+}
+
+unsafe extern "C" fn drive(ctx: *mut c_void, key: u64, deadline: u64, payload: *mut c_void) {
+    // SAFETY: `ctx` is the test's live `Driven`.
+    let driven = unsafe { &mut *ctx.cast::<Driven>() };
+    let value = payload.addr();
+    driven.fired.push((value, deadline));
+    if rearms(value, deadline, driven.fired.len()) {
+        let delay = (value % 5) as u64;
+        // SAFETY: the wheel is live for the whole test.
+        let result = unsafe {
+            if driven.keep {
+                tw_wheel_reschedule_after(driven.wheel, key, delay)
+            } else {
+                let mut key = 0;
+                tw_wheel_schedule_after(driven.wheel, delay, payload, &mut key)
+            }
+        };
+        assert_eq!(result, tw_result::TW_OK);
+    }
+}
+
+/// `tw_wheel_advance(_keep)` writes its own loop (no borrow of the wheel
+/// may be live while C runs) with `Wheel::advance`'s shortcut after each
+/// callback; it must fire the same timers at the same ticks, in the same
+/// order, and report the same counts, completion and time as
+/// `Wheel::advance(_keep)`, with caps and re-arming callbacks.
+#[test]
+fn c_advance_matches_wheel_advance() {
+    // Smaller under Miri (its ffi:: step in .ci/run runs this too).
+    let (timers, steps) = if cfg!(miri) { (12, 16) } else { (120, 150) };
+    for keep in [false, true] {
+        let mut rust = crate::Wheel::<usize>::new();
+        let mut c = ptr::null_mut();
+        // SAFETY: `c` comes from `tw_wheel_new` and is freed last; every
+        // other pointer is a live local.
+        unsafe {
+            assert_eq!(tw_wheel_new(0, &mut c), tw_result::TW_OK);
+            // Level 0 and higher levels; several timers share ticks.
+            for x in 1..=timers {
+                let deadline = if x % 10 == 0 {
+                    10_000 + x as u64 * 97
+                } else {
+                    (x as u64 * 7919) % 3000
+                };
+                rust.insert_at(deadline, x);
+                let mut key = 0;
+                let payload = std::ptr::without_provenance_mut(x);
+                assert_eq!(
+                    tw_wheel_schedule(c, deadline, payload, &mut key),
+                    tw_result::TW_OK
+                );
+            }
+            let mut driven = Driven {
+                wheel: c,
+                keep,
+                fired: Vec::new(),
+            };
+            let mut expected = Vec::new();
+            let mut target = 0u64;
+            for step in 0..steps {
+                target += (step * 37) % 300 + 1;
+                let max = [usize::MAX, 1, 3, 7][step as usize % 4];
+                let on_expired = |wheel: &mut crate::Wheel<usize>, timer: crate::Expired<usize>| {
+                    expected.push((timer.value, timer.deadline));
+                    if rearms(timer.value, timer.deadline, expected.len()) {
+                        let delay = (timer.value % 5) as u64;
+                        if keep {
+                            wheel.reschedule(timer.key, delay).unwrap();
+                        } else {
+                            wheel.insert(delay, timer.value);
+                        }
+                    }
+                };
+                let want = if keep {
+                    rust.advance_keep(target, max, on_expired)
+                } else {
+                    rust.advance(target, max, on_expired)
+                };
+                let (mut expired, mut complete) = (0usize, false);
+                let ctx = (&raw mut driven).cast::<c_void>();
+                let advance = if keep {
+                    tw_wheel_advance_keep
+                } else {
+                    tw_wheel_advance
+                };
+                assert_eq!(
+                    advance(
+                        c,
+                        target,
+                        max,
+                        Some(drive),
+                        ctx,
+                        &mut expired,
+                        &mut complete
+                    ),
+                    tw_result::TW_OK
+                );
+                let mut now = 0;
+                assert_eq!(tw_wheel_now(c, &mut now), tw_result::TW_OK);
+                assert_eq!(
+                    (expired, complete, now),
+                    (want.expired, want.complete, rust.now()),
+                    "keep {keep}, step {step}, target {target}, max {max}"
+                );
+            }
+            assert_eq!(driven.fired, expected, "keep {keep}");
+            assert!(expected.len() > timers, "too few timers fired to compare");
+            tw_wheel_free(c);
+        }
     }
 }

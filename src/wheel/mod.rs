@@ -397,6 +397,16 @@ impl<T> Wheel<T> {
         self.slab.unlinked()
     }
 
+    /// After a fired timer was handled: when level 0 shows that nothing
+    /// else is due by `target`, moves `now()` to `target` as a fruitless
+    /// [`poll`](Self::poll) would and returns `true`; else changes nothing.
+    /// The C ABI's advance loop (`src/ffi/wheel.rs`) uses it as
+    /// [`advance`](Self::advance) does, without keeping a borrow across C.
+    #[inline]
+    pub(crate) fn skip_if_idle_until(&mut self, target: u64) -> bool {
+        self.hierarchy.skip_if_idle_until(target)
+    }
+
     /// The payload of an armed or held timer.
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         let index = self.slab.resolve(key)?;
