@@ -278,15 +278,7 @@ impl Hierarchy {
         let node = nodes.node(index);
         debug_assert_ne!(node.bucket, UNLINKED, "unlinking an unlinked entry");
         self.detach(nodes, node);
-        nodes.set_node(
-            index,
-            Node {
-                bucket: UNLINKED,
-                prev: NIL,
-                next: NIL,
-                ..node
-            },
-        );
+        mark_unlinked(nodes, index, node);
         node.deadline
     }
 
@@ -643,15 +635,7 @@ impl Hierarchy {
         } else {
             nodes.set_prev(node.next, NIL);
         }
-        nodes.set_node(
-            index,
-            Node {
-                bucket: UNLINKED,
-                prev: NIL,
-                next: NIL,
-                ..node
-            },
-        );
+        mark_unlinked(nodes, index, node);
         index
     }
 
@@ -839,6 +823,20 @@ fn bucket_index(now: u64, deadline: u64) -> u16 {
     let highest_bit = 63 - differing.leading_zeros() as usize;
     let level = highest_bit / SLOT_BITS as usize;
     (level * SLOTS + digit(deadline, level)) as u16
+}
+
+/// Writes entry `index` (whose node was `node`) back as in no bucket.
+#[inline]
+fn mark_unlinked<N: Nodes>(nodes: &mut N, index: u32, node: Node) {
+    nodes.set_node(
+        index,
+        Node {
+            bucket: UNLINKED,
+            prev: NIL,
+            next: NIL,
+            ..node
+        },
+    );
 }
 
 #[inline]
