@@ -606,7 +606,8 @@ unsafe fn advance_with<const KEEP: bool>(
         // wheel is live while C runs.
         let target = target_tick.max(wheel.with(|w| w.now()));
         let mut expired = 0;
-        let mut complete = true;
+        // Cleared when the loop finds nothing more due by `target`.
+        let mut stopped_at_cap = true;
         while expired < max {
             let fired = wheel.with(|w| {
                 if KEEP {
@@ -624,24 +625,18 @@ unsafe fn advance_with<const KEEP: bool>(
                     // As `Wheel::advance`: usually nothing else is due and
                     // the next timer sits on level 0 past the target; settle
                     // that in a few instructions instead of another poll.
-                    if expired < max && wheel.with(|w| w.skip_if_idle_until(target)) {
+                    if wheel.with(|w| w.skip_if_idle_until(target)) {
+                        stopped_at_cap = false;
                         break;
                     }
                 }
-                None => break,
+                None => {
+                    stopped_at_cap = false;
+                    break;
+                }
             }
         }
-        if expired == max {
-            complete = wheel.with(|w| {
-                let done = w.next_deadline().is_none_or(|d| d > target);
-                if done {
-                    // Cannot expire anything: nothing is due by `target`.
-                    let none = w.poll(target);
-                    debug_assert!(none.is_none());
-                }
-                done
-            });
-        }
+        let complete = !stopped_at_cap || wheel.with(|w| w.finish_capped_advance(target));
         // SAFETY: checked by `out_opt`.
         unsafe {
             put_opt(expired_out, expired);

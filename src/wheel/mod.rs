@@ -609,14 +609,23 @@ impl<T> Wheel<T> {
                 }
             }
         }
-        // The cap is reached. If nothing else is due by `target`, finish the
-        // move to `target` (this cascades but cannot expire anything).
+        Advance {
+            expired,
+            complete: self.finish_capped_advance(target),
+        }
+    }
+
+    /// An advance to `target` reached its cap: if nothing else is due by
+    /// `target`, finishes the move to `target` (this cascades but cannot
+    /// expire anything) and returns `true` (the advance is complete).
+    /// Shared with the C ABI's advance loop (`src/ffi/wheel.rs`).
+    pub(crate) fn finish_capped_advance(&mut self, target: u64) -> bool {
         let complete = self.next_deadline().is_none_or(|d| d > target);
         if complete {
             let none = self.poll(target);
             debug_assert!(none.is_none());
         }
-        Advance { expired, complete }
+        complete
     }
 
     /// Iterates over armed timers as `(key, deadline, &payload)`, in no
