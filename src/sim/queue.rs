@@ -215,45 +215,50 @@ impl<E> Queue<E> {
     }
 
     /// Takes the next event in the order of the module docs, if its time is
-    /// `<= limit`. `next_seq` is the next sequence number to be handed out
-    /// (for the verifier's order check).
+    /// `<= limit`.
     ///
-    /// # Errors
-    /// An invariant violation, in verifying mode only.
-    pub(super) fn pop(&mut self, limit: u64, next_seq: u64) -> Result<Option<Popped<E>>, SimError> {
+    /// The common case (nothing else due at the event's tick) stays small
+    /// enough to inline into the run loop; a tick with several events goes
+    /// through [`pop_from_run`](Self::pop_from_run), out of line. Checking
+    /// the popped event is the caller's ([`check_run`](Self::check_run)), so
+    /// that an unverified run carries no `Result` through here.
+    #[inline]
+    pub(super) fn pop(&mut self, limit: u64) -> Option<Popped<E>> {
         if self.now() > limit {
             // Everything pending is at `now()` or later.
-            return Ok(None);
+            return None;
         }
         if self.ready.is_empty() {
             if self.wheel.is_empty() {
                 // Do not let the wheel's clock run to `limit`: a later
                 // `schedule` must still be relative to the last event.
-                return Ok(None);
+                return None;
             }
-            let Some(first) = self.wheel.poll(limit) else {
-                return Ok(None);
-            };
-            let time = first.deadline;
+            let first = self.wheel.poll(limit)?;
             if !self.wheel.is_due_now() {
                 // Alone at its tick: the common, sort-free case. Asking the
                 // wheel's due bucket is O(1); a second poll that finds
                 // nothing would look for the next bucket on every level.
-                let popped = Popped {
+                return Some(Popped {
                     id: EventId {
                         key: first.key,
                         seq: first.value.seq,
                     },
-                    time,
+                    time: first.deadline,
                     priority: first.value.priority,
                     event: first.value.event,
-                };
-                return self.checked(popped, next_seq);
+                });
             }
             self.ready.push_back(ready_from(first.key, first.value));
         }
-        // Work through the current tick, including events scheduled for it
-        // since the last pop.
+        Some(self.pop_from_run())
+    }
+
+    /// The next event of the current tick, which has at least one event in
+    /// `ready`: first takes in the events scheduled for this tick since the
+    /// last pop (they went into the wheel like any other).
+    #[inline(never)]
+    fn pop_from_run(&mut self) -> Popped<E> {
         let now = self.now();
         while let Some(expired) = self.wheel.poll(now) {
             self.insert_ready(ready_from(expired.key, expired.value));
@@ -262,21 +267,26 @@ impl<E> Queue<E> {
             .ready
             .pop_front()
             .expect("the current run is not empty");
-        let popped = Popped {
+        Popped {
             id: ready.id,
             time: now,
             priority: ready.priority,
             event: ready.event,
-        };
-        self.checked(popped, next_seq)
+        }
     }
 
     /// Passes a popped event through the verifier, if there is one.
-    fn checked(&mut self, popped: Popped<E>, next_seq: u64) -> Result<Option<Popped<E>>, SimError> {
-        if let Some(verifier) = &mut self.verifier {
-            verifier.check_run(popped.id, popped.time, popped.priority, next_seq)?;
+    /// `next_seq` is the next sequence number to be handed out (for the
+    /// verifier's order check).
+    ///
+    /// # Errors
+    /// An invariant violation, in verifying mode only.
+    #[inline]
+    pub(super) fn check_run(&mut self, popped: &Popped<E>, next_seq: u64) -> Result<(), SimError> {
+        match &mut self.verifier {
+            Some(verifier) => verifier.check_run(popped.id, popped.time, popped.priority, next_seq),
+            None => Ok(()),
         }
-        Ok(Some(popped))
     }
 
     /// Inserts into the sorted run; equal keys cannot occur (sequence

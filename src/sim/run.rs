@@ -210,9 +210,10 @@ impl<E> Simulation<E> {
         H: FnMut(&mut Context<'_, E>, E),
     {
         let next_seq = self.core.next_seq;
-        let Some(popped) = self.core.queue.pop(until, next_seq)? else {
+        let Some(popped) = self.core.queue.pop(until) else {
             return Ok(None);
         };
+        self.core.queue.check_run(&popped, next_seq)?;
         let stats = &mut self.core.stats;
         stats.events_run += 1;
         if self.core.queue.is_verifying() {
