@@ -44,10 +44,10 @@
 //! * Every arming takes the next number of a counter (`seq`, 64 bits, never
 //!   wraps in practice: 2^64 armings).
 //! * A move on a level above 0 that stays in the same bucket, or that moves
-//!   the deadline later, only rewrites the deadline and the number, leaves
-//!   the entry where it is, and marks the bucket *unsorted* (one bit per
-//!   bucket, next to the occupancy bitmap) unless the entry is last. A
-//!   later deadline may lie beyond the bucket: the bucket still starts no
+//!   the deadline later, only rewrites the deadline and the number and
+//!   leaves the entry where it is: the bucket's list is then no longer in
+//!   arming order, which is fine, as only level 0's order is ever used
+//!   (below). A later deadline may lie beyond the bucket: the bucket still starts no
 //!   later than the new deadline, so it cascades in time and re-files the
 //!   entry by its deadline then (one placement, however many moves came
 //!   before). Every entry's deadline is therefore at or after its bucket's
@@ -57,11 +57,17 @@
 //!   such an entry, so `due_now` and firing stay exact.
 //!   On level 0 a bucket is one tick, so order there is what fires next: a
 //!   move within it relinks at the tail as before (free when already last).
-//! * A bucket whose bit is clear is in arming order: appends carry the
-//!   largest number so far, and cascading places entries in list order.
-//!   Placing a cascaded entry checks the target's tail and sets the
-//!   target's bit if the entry is older, so a bucket can never become
-//!   silently out of order.
+//! * Level 0 keeps one *unsorted* bit per bucket, next to its occupancy
+//!   bitmap; a level-0 bucket whose bit is clear is in arming order. Every
+//!   adjacency in a level-0 list is checked as it forms: an append by an
+//!   arming carries the largest number so far, placing a cascaded entry
+//!   compares it with the target's tail and sets the bit if the entry is
+//!   older, an entry moved on level 0 is relinked at the tail, and taking
+//!   an entry out of an ordered list leaves it ordered. So a level-0
+//!   bucket can never become silently out of order, whatever order the
+//!   higher buckets it cascaded from were in. Higher levels keep no order
+//!   at all (their bits stay clear): a lazy move there costs no bitmap
+//!   write, and a cascade needs no order check until it reaches level 0.
 //! * Only a level-0 bucket is ever sorted: when it is about to fire with
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
@@ -157,23 +163,46 @@ impl Clone for Hierarchy {
 /// An `Option<u64>` that `&self` queries can fill in and that leaves the
 /// wheel `Sync` (a `Cell` would not). Only ever touched through `&mut` or by
 /// one thread's `&self` query at a time as far as the value matters: a
-/// relaxed atomic is a plain load or store. `u64::MAX` means "unknown", so
-/// an earliest deadline of exactly `u64::MAX` is simply never remembered.
+/// relaxed atomic is a plain load or store.
+///
+/// It holds the deadline plus one, and 0 for "unknown", so that the two
+/// updates on the per-operation paths need no branch on "known?": a link
+/// lowers it with a plain `min` (0 stays 0), and a move or unlink of the
+/// entry holding it compares once. An earliest deadline of exactly
+/// `u64::MAX` wraps to 0: it is simply never remembered.
 struct Memo(AtomicU64);
 
 impl Memo {
-    const UNKNOWN: u64 = u64::MAX;
+    const UNKNOWN: u64 = 0;
 
     #[inline]
     fn get(&self) -> Option<u64> {
         let value = self.0.load(Ordering::Relaxed);
-        (value != Self::UNKNOWN).then_some(value)
+        (value != Self::UNKNOWN).then(|| value - 1)
     }
 
     #[inline]
     fn set(&self, value: Option<u64>) {
+        let stored = value.map_or(Self::UNKNOWN, |v| v.wrapping_add(1));
+        self.0.store(stored, Ordering::Relaxed);
+    }
+
+    /// A timer was linked at `deadline`: the earliest is now at most that
+    /// (if it was known; unknown stays unknown, as `min(0, _) == 0`).
+    #[inline]
+    fn lower_to(&self, deadline: u64) {
+        let value = self.0.load(Ordering::Relaxed);
         self.0
-            .store(value.unwrap_or(Self::UNKNOWN), Ordering::Relaxed);
+            .store(value.min(deadline.wrapping_add(1)), Ordering::Relaxed);
+    }
+
+    /// The entry due at `deadline` left its place (fired, cancelled or
+    /// moved): if it may have held the earliest deadline, forget it.
+    #[inline]
+    fn forget_if(&self, deadline: u64) {
+        if self.0.load(Ordering::Relaxed) == deadline.wrapping_add(1) {
+            self.0.store(Self::UNKNOWN, Ordering::Relaxed);
+        }
     }
 }
 
@@ -233,8 +262,10 @@ impl Hierarchy {
 
     /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to.
     /// With `new_seq` (a new arming, the newest number) it stores that
-    /// number; without (a cascade) the entry keeps its number, and the
-    /// bucket is marked unsorted if the entry is older than the current tail.
+    /// number; without (a cascade) the entry keeps its number, and a level-0
+    /// bucket is marked unsorted if the entry is older than the current tail
+    /// (only level 0's order is ever used: a higher bucket's list order may
+    /// be anything, and every adjacency on level 0 is checked as it forms).
     #[inline]
     fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, new_seq: Option<u64>) {
         debug_assert!(deadline >= self.now);
@@ -262,14 +293,12 @@ impl Hierarchy {
             self.levels[level].occupied |= 1 << slot;
         } else {
             nodes.set_next(tail, index);
-            if N::ORDERED && check_order && nodes.seq(tail) > nodes.seq(index) {
+            if N::ORDERED && check_order && level == 0 && nodes.seq(tail) > nodes.seq(index) {
                 self.levels[level].unsorted |= 1 << slot;
             }
         }
         self.levels[level].tail[slot] = index;
-        if let Some(earliest) = self.earliest.get() {
-            self.earliest.set(Some(earliest.min(deadline)));
-        }
+        self.earliest.lower_to(deadline);
     }
 
     /// Removes entry `index` from its bucket. Returns its deadline.
@@ -303,9 +332,7 @@ impl Hierarchy {
             self.levels[level].occupied &= !(1 << slot);
             self.levels[level].unsorted &= !(1 << slot);
         }
-        if self.earliest.get() == Some(node.deadline) {
-            self.earliest.set(None);
-        }
+        self.earliest.forget_if(node.deadline);
     }
 
     /// Moves linked entry `index` to `deadline` (`>= now`) and counts it as
@@ -331,7 +358,11 @@ impl Hierarchy {
         if self.move_in_place(nodes, index, node, deadline) {
             return false;
         }
-        self.relink_slow(nodes, index, node, deadline)
+        // Not passing `node`: an out-of-line callee taking it by value gets
+        // it through memory (all four fields stored, then loaded), while
+        // the lazy move above reads only its deadline and bucket. The slow
+        // path reads the node itself only where it needs all of it.
+        self.relink_slow(nodes, index, node.bucket == UNLINKED, deadline)
     }
 
     /// The common move (an idle timer pushed later) on a high level, with an
@@ -356,14 +387,10 @@ impl Hierarchy {
         // The memo cannot drop (the deadline grows); it is only forgotten
         // if this entry held it.
         let seq = self.take_seq();
+        // No order bit to set: a higher level's list order is never
+        // trusted (see `place` and the module docs).
         nodes.set_deadline_seq(index, deadline, seq);
-        if node.next != NIL {
-            let (level, slot) = split_bucket(node.bucket);
-            self.levels[level].unsorted |= 1 << slot;
-        }
-        if self.earliest.get() == Some(node.deadline) {
-            self.earliest.set(None);
-        }
+        self.earliest.forget_if(node.deadline);
         true
     }
 
@@ -377,13 +404,14 @@ impl Hierarchy {
         &mut self,
         nodes: &mut N,
         index: u32,
-        node: Node,
+        unlinked: bool,
         deadline: u64,
     ) -> bool {
-        if node.bucket == UNLINKED {
+        if unlinked {
             self.link(nodes, index, deadline);
             return true;
         }
+        let node = nodes.node(index);
         self.relink_general(nodes, index, node, deadline);
         false
     }
@@ -407,18 +435,12 @@ impl Hierarchy {
             nodes.set_node(index, Node { deadline, ..node });
             if N::ORDERED {
                 let seq = self.take_seq();
+                // Either lazy (above level 0: no order bit, see `place`)
+                // or already last on level 0 (the newest stays last).
                 nodes.set_seq(index, seq);
-                if node.next != NIL {
-                    let (level, slot) = split_bucket(node.bucket);
-                    self.levels[level].unsorted |= 1 << slot;
-                }
             }
-            if self.earliest.get() == Some(node.deadline) {
-                self.earliest.set(None);
-            }
-            if let Some(earliest) = self.earliest.get() {
-                self.earliest.set(Some(earliest.min(deadline)));
-            }
+            self.earliest.forget_if(node.deadline);
+            self.earliest.lower_to(deadline);
             return;
         }
         // `link` rewrites the whole node, so the entry is only detached
@@ -676,9 +698,7 @@ impl Hierarchy {
                 ..node
             },
         );
-        if self.earliest.get() == Some(node.deadline) {
-            self.earliest.set(None);
-        }
+        self.earliest.forget_if(node.deadline);
         Some(index)
     }
 
