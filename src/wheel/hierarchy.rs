@@ -358,11 +358,18 @@ impl Hierarchy {
         if self.move_in_place(nodes, index, node, deadline) {
             return false;
         }
-        // Not passing `node`: an out-of-line callee taking it by value gets
-        // it through memory (all four fields stored, then loaded), while
-        // the lazy move above reads only its deadline and bucket. The slow
-        // path reads the node itself only where it needs all of it.
-        self.relink_slow(nodes, index, node.bucket == UNLINKED, deadline)
+        // Both rest paths out of line, and neither gets `node`: a callee
+        // taking it by value gets it through memory (all four fields
+        // stored, then loaded), while the lazy move above reads only its
+        // deadline and bucket. Two callees rather than one that branches:
+        // the held timer's link (as common as an expiry) is then a leaf
+        // with no frame and no flag to carry back.
+        if node.bucket == UNLINKED {
+            self.link_held(nodes, index, deadline);
+            return true;
+        }
+        self.relink_linked(nodes, index, deadline);
+        false
     }
 
     /// The common move (an idle timer pushed later) on a high level, with an
@@ -394,26 +401,21 @@ impl Hierarchy {
         true
     }
 
-    /// The rest of [`rearm`](Self::rearm), out of line so that the common
-    /// lazy move above stays a small leaf: an unlinked entry is linked here
-    /// (a held timer armed again: as cheap as an insert's link), every
-    /// other move goes on to [`relink_general`](Self::relink_general), whose
-    /// register saves the link does not pay.
+    /// [`link`](Self::link) for [`rearm`](Self::rearm) of an unlinked
+    /// (held) entry: a held timer armed again, as cheap as an insert's link.
+    /// Out of line so that the common lazy move in `rearm` stays small.
     #[inline(never)]
-    fn relink_slow<N: Nodes>(
-        &mut self,
-        nodes: &mut N,
-        index: u32,
-        unlinked: bool,
-        deadline: u64,
-    ) -> bool {
-        if unlinked {
-            self.link(nodes, index, deadline);
-            return true;
-        }
+    fn link_held<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        self.link(nodes, index, deadline);
+    }
+
+    /// The rest of [`rearm`](Self::rearm) for a linked entry that did not
+    /// move in place: reads its node and goes on to
+    /// [`relink_general`](Self::relink_general).
+    #[inline(never)]
+    fn relink_linked<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         let node = nodes.node(index);
         self.relink_general(nodes, index, node, deadline);
-        false
     }
 
     /// A move of a linked entry that [`relink`](Self::relink) or
