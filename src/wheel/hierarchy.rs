@@ -47,10 +47,10 @@
 //!   the deadline later, only rewrites the deadline and the number and
 //!   leaves the entry where it is: the bucket's list is then no longer in
 //!   arming order, which is fine, as only level 0's order is ever used
-//!   (below). A later deadline may lie beyond the bucket: the bucket still starts no
-//!   later than the new deadline, so it cascades in time and re-files the
-//!   entry by its deadline then (one placement, however many moves came
-//!   before). Every entry's deadline is therefore at or after its bucket's
+//!   (below). A later deadline may lie beyond the bucket: the bucket still
+//!   starts no later than the new deadline, so it cascades in time and
+//!   re-files the entry by its deadline then (one placement, however many
+//!   moves came before). Every entry's deadline is therefore at or after its bucket's
 //!   first tick, but not always inside the bucket; `next_deadline` walks
 //!   buckets in time order until the best deadline found lies inside the
 //!   bucket just walked (see "The next-deadline memo"). Level 0 never holds
@@ -71,7 +71,7 @@
 //! * Only a level-0 bucket is ever sorted: when it is about to fire with
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
-//!   allocation). An unsorted bucket on a higher level cascades as it is.
+//!   allocation). A higher-level bucket cascades as it is.
 //!   Sorting it there instead put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
 //!   (200k of them, 20 restarts per tick: one `advance` took 380 ms), where
