@@ -559,22 +559,21 @@ impl Hierarchy {
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's
-        // next bucket, which lies beyond the current 64-tick block).
-        let mut due_slot = (self.now & SLOT_MASK) as usize;
-        let occupied = self.levels[0].occupied;
-        if occupied & (1 << due_slot) == 0 {
-            let ahead = occupied & (u64::MAX << due_slot);
-            if ahead == 0 {
-                return self.pop_due_slow(nodes, target);
-            }
-            let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
-            if start > target {
-                self.now = self.now.max(target);
-                return None;
-            }
-            self.now = start;
-            due_slot = (start & SLOT_MASK) as usize;
+        // next bucket, which lies beyond the current 64-tick block). Both
+        // are "the first occupied level-0 bucket at or after `now`", found
+        // with one mask: no separate test for "due now".
+        let target = target.max(self.now);
+        let ahead = self.levels[0].occupied & (u64::MAX << (self.now & SLOT_MASK));
+        if ahead == 0 {
+            return self.pop_due_slow(nodes, target);
         }
+        let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+        if start > target {
+            self.now = target;
+            return None;
+        }
+        self.now = start;
+        let due_slot = (start & SLOT_MASK) as usize;
         if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
             // Entries cascaded out of arming order (see `cascade`).
             self.sort_bucket(nodes, 0, due_slot);
