@@ -44,28 +44,34 @@
 //! * Every arming takes the next number of a counter (`seq`, 64 bits, never
 //!   wraps in practice: 2^64 armings).
 //! * A move on a level above 0 that stays in the same bucket, or that moves
-//!   the deadline later, only rewrites the deadline and the number, leaves
-//!   the entry where it is, and marks the bucket *unsorted* (one bit per
-//!   bucket, next to the occupancy bitmap) unless the entry is last. A
-//!   later deadline may lie beyond the bucket: the bucket still starts no
-//!   later than the new deadline, so it cascades in time and re-files the
-//!   entry by its deadline then (one placement, however many moves came
-//!   before). Every entry's deadline is therefore at or after its bucket's
+//!   the deadline later, only rewrites the deadline and the number and
+//!   leaves the entry where it is: the bucket's list is then no longer in
+//!   arming order, which is fine, as only level 0's order is ever used
+//!   (below). A later deadline may lie beyond the bucket: the bucket still
+//!   starts no later than the new deadline, so it cascades in time and
+//!   re-files the entry by its deadline then (one placement, however many
+//!   moves came before). Every entry's deadline is therefore at or after its bucket's
 //!   first tick, but not always inside the bucket; `next_deadline` walks
 //!   buckets in time order until the best deadline found lies inside the
 //!   bucket just walked (see "The next-deadline memo"). Level 0 never holds
 //!   such an entry, so `due_now` and firing stay exact.
 //!   On level 0 a bucket is one tick, so order there is what fires next: a
 //!   move within it relinks at the tail as before (free when already last).
-//! * A bucket whose bit is clear is in arming order: appends carry the
-//!   largest number so far, and cascading places entries in list order.
-//!   Placing a cascaded entry checks the target's tail and sets the
-//!   target's bit if the entry is older, so a bucket can never become
-//!   silently out of order.
+//! * Level 0 keeps one *unsorted* bit per bucket, next to its occupancy
+//!   bitmap; a level-0 bucket whose bit is clear is in arming order. Every
+//!   adjacency in a level-0 list is checked as it forms: an append by an
+//!   arming carries the largest number so far, placing a cascaded entry
+//!   compares it with the target's tail and sets the bit if the entry is
+//!   older, an entry moved on level 0 is relinked at the tail, and taking
+//!   an entry out of an ordered list leaves it ordered. So a level-0
+//!   bucket can never become silently out of order, whatever order the
+//!   higher buckets it cascaded from were in. Higher levels keep no order
+//!   at all (their bits stay clear): a lazy move there costs no bitmap
+//!   write, and a cascade needs no order check until it reaches level 0.
 //! * Only a level-0 bucket is ever sorted: when it is about to fire with
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
-//!   allocation). An unsorted bucket on a higher level cascades as it is.
+//!   allocation). A higher-level bucket cascades as it is.
 //!   Sorting it there instead put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
 //!   (200k of them, 20 restarts per tick: one `advance` took 380 ms), where
@@ -157,23 +163,46 @@ impl Clone for Hierarchy {
 /// An `Option<u64>` that `&self` queries can fill in and that leaves the
 /// wheel `Sync` (a `Cell` would not). Only ever touched through `&mut` or by
 /// one thread's `&self` query at a time as far as the value matters: a
-/// relaxed atomic is a plain load or store. `u64::MAX` means "unknown", so
-/// an earliest deadline of exactly `u64::MAX` is simply never remembered.
+/// relaxed atomic is a plain load or store.
+///
+/// It holds the deadline plus one, and 0 for "unknown", so that the two
+/// updates on the per-operation paths need no branch on "known?": a link
+/// lowers it with a plain `min` (0 stays 0), and a move or unlink of the
+/// entry holding it compares once. An earliest deadline of exactly
+/// `u64::MAX` wraps to 0: it is simply never remembered.
 struct Memo(AtomicU64);
 
 impl Memo {
-    const UNKNOWN: u64 = u64::MAX;
+    const UNKNOWN: u64 = 0;
 
     #[inline]
     fn get(&self) -> Option<u64> {
         let value = self.0.load(Ordering::Relaxed);
-        (value != Self::UNKNOWN).then_some(value)
+        (value != Self::UNKNOWN).then(|| value - 1)
     }
 
     #[inline]
     fn set(&self, value: Option<u64>) {
+        let stored = value.map_or(Self::UNKNOWN, |v| v.wrapping_add(1));
+        self.0.store(stored, Ordering::Relaxed);
+    }
+
+    /// A timer was linked at `deadline`: the earliest is now at most that
+    /// (if it was known; unknown stays unknown, as `min(0, _) == 0`).
+    #[inline]
+    fn lower_to(&self, deadline: u64) {
+        let value = self.0.load(Ordering::Relaxed);
         self.0
-            .store(value.unwrap_or(Self::UNKNOWN), Ordering::Relaxed);
+            .store(value.min(deadline.wrapping_add(1)), Ordering::Relaxed);
+    }
+
+    /// The entry due at `deadline` left its place (fired, cancelled or
+    /// moved): if it may have held the earliest deadline, forget it.
+    #[inline]
+    fn forget_if(&self, deadline: u64) {
+        if self.0.load(Ordering::Relaxed) == deadline.wrapping_add(1) {
+            self.0.store(Self::UNKNOWN, Ordering::Relaxed);
+        }
     }
 }
 
@@ -233,8 +262,10 @@ impl Hierarchy {
 
     /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to.
     /// With `new_seq` (a new arming, the newest number) it stores that
-    /// number; without (a cascade) the entry keeps its number, and the
-    /// bucket is marked unsorted if the entry is older than the current tail.
+    /// number; without (a cascade) the entry keeps its number, and a level-0
+    /// bucket is marked unsorted if the entry is older than the current tail
+    /// (only level 0's order is ever used: a higher bucket's list order may
+    /// be anything, and every adjacency on level 0 is checked as it forms).
     #[inline]
     fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, new_seq: Option<u64>) {
         debug_assert!(deadline >= self.now);
@@ -262,14 +293,12 @@ impl Hierarchy {
             self.levels[level].occupied |= 1 << slot;
         } else {
             nodes.set_next(tail, index);
-            if N::ORDERED && check_order && nodes.seq(tail) > nodes.seq(index) {
+            if N::ORDERED && check_order && level == 0 && nodes.seq(tail) > nodes.seq(index) {
                 self.levels[level].unsorted |= 1 << slot;
             }
         }
         self.levels[level].tail[slot] = index;
-        if let Some(earliest) = self.earliest.get() {
-            self.earliest.set(Some(earliest.min(deadline)));
-        }
+        self.earliest.lower_to(deadline);
     }
 
     /// Removes entry `index` from its bucket. Returns its deadline.
@@ -303,9 +332,7 @@ impl Hierarchy {
             self.levels[level].occupied &= !(1 << slot);
             self.levels[level].unsorted &= !(1 << slot);
         }
-        if self.earliest.get() == Some(node.deadline) {
-            self.earliest.set(None);
-        }
+        self.earliest.forget_if(node.deadline);
     }
 
     /// Moves linked entry `index` to `deadline` (`>= now`) and counts it as
@@ -331,7 +358,18 @@ impl Hierarchy {
         if self.move_in_place(nodes, index, node, deadline) {
             return false;
         }
-        self.relink_slow(nodes, index, node, deadline)
+        // Both rest paths out of line, and neither gets `node`: a callee
+        // taking it by value gets it through memory (all four fields
+        // stored, then loaded), while the lazy move above reads only its
+        // deadline and bucket. Two callees rather than one that branches:
+        // the held timer's link (as common as an expiry) is then a leaf
+        // with no frame and no flag to carry back.
+        if node.bucket == UNLINKED {
+            self.link_held(nodes, index, deadline);
+            return true;
+        }
+        self.relink_linked(nodes, index, deadline);
+        false
     }
 
     /// The common move (an idle timer pushed later) on a high level, with an
@@ -356,36 +394,28 @@ impl Hierarchy {
         // The memo cannot drop (the deadline grows); it is only forgotten
         // if this entry held it.
         let seq = self.take_seq();
+        // No order bit to set: a higher level's list order is never
+        // trusted (see `place` and the module docs).
         nodes.set_deadline_seq(index, deadline, seq);
-        if node.next != NIL {
-            let (level, slot) = split_bucket(node.bucket);
-            self.levels[level].unsorted |= 1 << slot;
-        }
-        if self.earliest.get() == Some(node.deadline) {
-            self.earliest.set(None);
-        }
+        self.earliest.forget_if(node.deadline);
         true
     }
 
-    /// The rest of [`rearm`](Self::rearm), out of line so that the common
-    /// lazy move above stays a small leaf: an unlinked entry is linked here
-    /// (a held timer armed again: as cheap as an insert's link), every
-    /// other move goes on to [`relink_general`](Self::relink_general), whose
-    /// register saves the link does not pay.
+    /// [`link`](Self::link) for [`rearm`](Self::rearm) of an unlinked
+    /// (held) entry: a held timer armed again, as cheap as an insert's link.
+    /// Out of line so that the common lazy move in `rearm` stays small.
     #[inline(never)]
-    fn relink_slow<N: Nodes>(
-        &mut self,
-        nodes: &mut N,
-        index: u32,
-        node: Node,
-        deadline: u64,
-    ) -> bool {
-        if node.bucket == UNLINKED {
-            self.link(nodes, index, deadline);
-            return true;
-        }
+    fn link_held<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        self.link(nodes, index, deadline);
+    }
+
+    /// The rest of [`rearm`](Self::rearm) for a linked entry that did not
+    /// move in place: reads its node and goes on to
+    /// [`relink_general`](Self::relink_general).
+    #[inline(never)]
+    fn relink_linked<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+        let node = nodes.node(index);
         self.relink_general(nodes, index, node, deadline);
-        false
     }
 
     /// A move of a linked entry that [`relink`](Self::relink) or
@@ -407,18 +437,12 @@ impl Hierarchy {
             nodes.set_node(index, Node { deadline, ..node });
             if N::ORDERED {
                 let seq = self.take_seq();
+                // Either lazy (above level 0: no order bit, see `place`)
+                // or already last on level 0 (the newest stays last).
                 nodes.set_seq(index, seq);
-                if node.next != NIL {
-                    let (level, slot) = split_bucket(node.bucket);
-                    self.levels[level].unsorted |= 1 << slot;
-                }
             }
-            if self.earliest.get() == Some(node.deadline) {
-                self.earliest.set(None);
-            }
-            if let Some(earliest) = self.earliest.get() {
-                self.earliest.set(Some(earliest.min(deadline)));
-            }
+            self.earliest.forget_if(node.deadline);
+            self.earliest.lower_to(deadline);
             return;
         }
         // `link` rewrites the whole node, so the entry is only detached
@@ -535,22 +559,21 @@ impl Hierarchy {
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's
-        // next bucket, which lies beyond the current 64-tick block).
-        let mut due_slot = (self.now & SLOT_MASK) as usize;
-        let occupied = self.levels[0].occupied;
-        if occupied & (1 << due_slot) == 0 {
-            let ahead = occupied & (u64::MAX << due_slot);
-            if ahead == 0 {
-                return self.pop_due_slow(nodes, target);
-            }
-            let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
-            if start > target {
-                self.now = self.now.max(target);
-                return None;
-            }
-            self.now = start;
-            due_slot = (start & SLOT_MASK) as usize;
+        // next bucket, which lies beyond the current 64-tick block). Both
+        // are "the first occupied level-0 bucket at or after `now`", found
+        // with one mask: no separate test for "due now".
+        let target = target.max(self.now);
+        let ahead = self.levels[0].occupied & (u64::MAX << (self.now & SLOT_MASK));
+        if ahead == 0 {
+            return self.pop_due_slow(nodes, target);
         }
+        let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+        if start > target {
+            self.now = target;
+            return None;
+        }
+        self.now = start;
+        let due_slot = (start & SLOT_MASK) as usize;
         if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
             // Entries cascaded out of arming order (see `cascade`).
             self.sort_bucket(nodes, 0, due_slot);
@@ -676,9 +699,7 @@ impl Hierarchy {
                 ..node
             },
         );
-        if self.earliest.get() == Some(node.deadline) {
-            self.earliest.set(None);
-        }
+        self.earliest.forget_if(node.deadline);
         Some(index)
     }
 

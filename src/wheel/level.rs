@@ -15,9 +15,10 @@ pub(crate) const SLOTS: usize = 1 << SLOT_BITS;
 pub(crate) struct Level {
     /// Bit `s` is set iff bucket `s` is non-empty.
     pub(crate) occupied: u64,
-    /// Bit `s` is set when bucket `s` may be out of arming order (an entry
-    /// was moved within it without relinking; see `hierarchy`). Clear bits
-    /// promise arming order.
+    /// Level 0 only: bit `s` is set when bucket `s` may be out of arming
+    /// order (entries cascaded behind newer ones; see `hierarchy`). Clear
+    /// bits promise arming order. Always clear on higher levels, whose list
+    /// order is never used.
     pub(crate) unsorted: u64,
     pub(crate) head: [u32; SLOTS],
     pub(crate) tail: [u32; SLOTS],

@@ -3,10 +3,12 @@
 //!
 //! Every entry lives at a fixed index for as long as it is armed. Each entry is
 //! also a node of one doubly linked list (the bucket it sits in), linked by
-//! index, so that unlinking a cancelled timer is O(1) without `unsafe`.
+//! index, so that unlinking a cancelled timer is O(1) without pointers.
 //!
-//! The entries are one `Vec`, so reaching an entry is one bounds-checked
-//! index. It grows by doubling up to [`DOUBLING_LIMIT`] entries and by half its
+//! The entries are one `Vec`, so reaching an entry is one index: bounds
+//! checked for a caller's key, unchecked for the indices the wheel itself
+//! holds and follows (links, heads, tails, a popped entry; `Slab::linked`
+//! says why they are always in bounds). It grows by doubling up to [`DOUBLING_LIMIT`] entries and by half its
 //! size after that, so right after a growth at most a third of it is unused
 //! (at most 1.5 entries of memory per armed timer, against 2 for a `Vec` that
 //! doubles). Pages of fixed size would bound the slack tighter and never copy
@@ -23,7 +25,8 @@
 //! word of padding, and that word holds the arming sequence number instead
 //! (see `hierarchy`), so a `Wheel<usize>` entry stays at 40 bytes. The flag
 //! and the payload change together in `insert`/`remove` only, and `Drop` and
-//! `Clone` look at the flag; that is all the `unsafe` here relies on.
+//! `Clone` look at the flag; that is all the `unsafe` on payloads relies
+//! on. The only other `unsafe` is the unchecked index of `Slab::linked`.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -227,7 +230,8 @@ impl<T> Slab<T> {
     where
         T: Clone,
     {
-        let entry = &self.entries[index as usize];
+        // `index` was just popped by the hierarchy: see `linked`.
+        let entry = self.linked(index);
         let value = entry
             .value()
             .expect("slab: a kept entry is occupied")
@@ -280,6 +284,40 @@ impl<T> Slab<T> {
     pub(crate) fn get_mut(&mut self, index: u32) -> &mut Entry<T> {
         &mut self.entries[index as usize]
     }
+
+    /// Entry `index` without a bounds check, for an index the wheel itself
+    /// holds: one its hierarchy passes to the [`Nodes`] accessors or pops.
+    ///
+    /// Such an index always names an entry of this slab: the `Wheel` gives
+    /// its hierarchy only indices from [`insert`](Self::insert) or from a
+    /// key that [`resolve`](Self::resolve) checked (bounds included), and the
+    /// hierarchy passes back only those or indices it read from the links,
+    /// heads and tails it wrote with them (never `NIL`: it tests for `NIL`
+    /// before following a link). The slab never shrinks (`entries` only
+    /// grows, by `push`; nothing truncates, pops or replaces it, and a
+    /// retired entry stays in place), so an index once valid stays in
+    /// bounds. A caller's key never comes here unchecked.
+    #[inline(always)]
+    fn linked(&self, index: u32) -> &Entry<T> {
+        debug_assert!(
+            (index as usize) < self.entries.len(),
+            "slab: the wheel passed index {index} beyond the slab"
+        );
+        // SAFETY: `index < entries.len()` by the invariant above (checked
+        // in debug builds and under Miri by the assertion).
+        unsafe { self.entries.get_unchecked(index as usize) }
+    }
+
+    /// [`linked`](Self::linked), mutably.
+    #[inline(always)]
+    fn linked_mut(&mut self, index: u32) -> &mut Entry<T> {
+        debug_assert!(
+            (index as usize) < self.entries.len(),
+            "slab: the wheel passed index {index} beyond the slab"
+        );
+        // SAFETY: as in `linked`.
+        unsafe { self.entries.get_unchecked_mut(index as usize) }
+    }
 }
 
 impl<T> Drop for Slab<T> {
@@ -322,19 +360,26 @@ impl<T: Clone> Clone for Slab<T> {
 }
 
 /// The slab is where a [`Wheel`](super::Wheel)'s hierarchy keeps its links.
+///
+/// These accessors skip the bounds check (see [`Slab::linked`]): they run on
+/// every per-operation path (a move, a link, a pop follows two or three of
+/// them), and the indices they get are the wheel's own, never a caller's.
 impl<T> Nodes for Slab<T> {
     const ORDERED: bool = true;
 
+    #[inline]
     fn seq(&self, index: u32) -> u64 {
-        self.entries[index as usize].seq
+        self.linked(index).seq
     }
 
+    #[inline]
     fn set_seq(&mut self, index: u32, seq: u64) {
-        self.entries[index as usize].seq = seq;
+        self.linked_mut(index).seq = seq;
     }
 
+    #[inline]
     fn node(&self, index: u32) -> Node {
-        let entry = &self.entries[index as usize];
+        let entry = self.linked(index);
         Node {
             deadline: entry.deadline,
             prev: entry.prev,
@@ -343,22 +388,25 @@ impl<T> Nodes for Slab<T> {
         }
     }
 
+    #[inline]
     fn set_node(&mut self, index: u32, node: Node) {
-        let entry = &mut self.entries[index as usize];
+        let entry = self.linked_mut(index);
         entry.deadline = node.deadline;
         entry.prev = node.prev;
         entry.next = node.next;
         entry.bucket = node.bucket;
     }
 
+    #[inline]
     fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
-        let entry = &mut self.entries[index as usize];
+        let entry = self.linked_mut(index);
         entry.deadline = deadline;
         entry.seq = seq;
     }
 
+    #[inline]
     fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
-        let entry = &mut self.entries[index as usize];
+        let entry = self.linked_mut(index);
         entry.deadline = node.deadline;
         entry.prev = node.prev;
         entry.next = node.next;
@@ -366,12 +414,14 @@ impl<T> Nodes for Slab<T> {
         entry.seq = seq;
     }
 
+    #[inline]
     fn set_prev(&mut self, index: u32, prev: u32) {
-        self.entries[index as usize].prev = prev;
+        self.linked_mut(index).prev = prev;
     }
 
+    #[inline]
     fn set_next(&mut self, index: u32, next: u32) {
-        self.entries[index as usize].next = next;
+        self.linked_mut(index).next = next;
     }
 }
 
