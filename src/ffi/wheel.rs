@@ -622,13 +622,8 @@ unsafe fn advance_with<const KEEP: bool>(
                     // SAFETY: the caller's function and context; the header
                     // forbids unwinding.
                     unsafe { callback(ctx, key_to_c(timer.key), timer.deadline, timer.value) };
-                    // As `Wheel::advance`: usually nothing else is due and
-                    // the next timer sits on level 0 past the target; settle
-                    // that in a few instructions instead of another poll.
-                    if wheel.with(|w| w.skip_if_idle_until(target)) {
-                        stopped_at_cap = false;
-                        break;
-                    }
+                    // No "anything else due?" check here: the next poll
+                    // answers it with the same one mask (as `Wheel::advance`).
                 }
                 None => {
                     stopped_at_cap = false;

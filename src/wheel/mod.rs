@@ -397,17 +397,15 @@ impl<T> Wheel<T> {
         self.slab.unlinked()
     }
 
-    /// After a fired timer was handled: when level 0 shows that nothing
-    /// else is due by `target`, moves `now()` to `target` as a fruitless
-    /// [`poll`](Self::poll) would and returns `true`; else changes nothing.
-    /// The C ABI's advance loop (`src/ffi/wheel.rs`) uses it between C
-    /// callbacks, without keeping a borrow across C. [`advance`](Self::advance)
-    /// no longer does: since `pop_due` finds "due now" and "next on level 0"
-    /// with one mask, its fruitless pop costs what this check did, and the
-    /// check before every next pop was pure overhead when more was due
+    /// When level 0 shows that nothing is due by `target`, moves `now()` to
+    /// `target` as a fruitless [`poll`](Self::poll) would and returns
+    /// `true`; else changes nothing. Only a capped advance uses it (see
+    /// [`finish_capped_advance`](Self::finish_capped_advance)): between
+    /// fired timers the next poll answers "anything else due?" with the
+    /// same one mask, so checking first was pure overhead when more was due
     /// (Ratas' workload, 1000 pairs: 2 % of all instructions).
     #[inline]
-    pub(crate) fn skip_if_idle_until(&mut self, target: u64) -> bool {
+    fn skip_if_idle_until(&mut self, target: u64) -> bool {
         self.hierarchy.skip_if_idle_until(target)
     }
 
