@@ -443,9 +443,11 @@ fn range_lands_inside_on_the_roundest_tick() {
 #[test]
 fn range_choice_matches_brute_force() {
     // The chosen tick lies in the window and no tick of the window has more
-    // trailing zero bits.
-    for earliest in 1u64..130 {
-        for latest in earliest..earliest + 130 {
+    // trailing zero bits. (Integer arithmetic only: under miri, which is
+    // here for the wheel's unsafe code, a corner of the square suffices.)
+    let span = if cfg!(miri) { 20 } else { 130 };
+    for earliest in 1u64..span {
+        for latest in earliest..earliest + span {
             let chosen = roundest_tick_in(earliest, latest);
             assert!((earliest..=latest).contains(&chosen));
             let best = (earliest..=latest).map(u64::trailing_zeros).max().unwrap();
