@@ -660,7 +660,12 @@ impl<T> fmt::Debug for Wheel<T> {
         let occupancy: Vec<String> = self
             .hierarchy
             .occupancy()
-            .map(|bits| format!("{bits:#018x}"))
+            .map(|bits| {
+                // Highest word first: one word reads as a plain hex number.
+                let words: Vec<String> =
+                    bits.words().iter().rev().map(|w| format!("{w:016x}")).collect();
+                format!("0x{}", words.join("_"))
+            })
             .collect();
         f.debug_struct("Wheel")
             .field("now", &self.now())
