@@ -253,7 +253,12 @@ fn moves_within_a_high_bucket_keep_last_arming_order() {
     let _d = w.insert_at(g(6000), 'd');
     assert_eq!(
         drain(&mut w, g(8000)),
-        [(g(6000), 'b'), (g(6000), 'a'), (g(6000), 'd'), (g(7000), 'c')]
+        [
+            (g(6000), 'b'),
+            (g(6000), 'a'),
+            (g(6000), 'd'),
+            (g(7000), 'c')
+        ]
     );
 }
 
@@ -891,8 +896,14 @@ fn debug_output() {
     assert!(s.contains("len: 2"), "{s}");
     // Highest word first, one per 64 buckets.
     let pad = "0000000000000000_".repeat(SLOTS / 64 - 1);
-    assert!(s.contains(&format!("\"0x{pad}0000000000000080\"")), "level 0 bit 7: {s}");
-    assert!(s.contains(&format!("\"0x{pad}0000000000000002\"")), "level 1 bit 1: {s}");
+    assert!(
+        s.contains(&format!("\"0x{pad}0000000000000080\"")),
+        "level 0 bit 7: {s}"
+    );
+    assert!(
+        s.contains(&format!("\"0x{pad}0000000000000002\"")),
+        "level 1 bit 1: {s}"
+    );
     let k = TimerKey::from_raw((3 << 32) | 9);
     assert_eq!(format!("{k:?}"), "TimerKey(9v3)");
     let e = w.poll(7).unwrap();
