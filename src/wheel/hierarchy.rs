@@ -50,8 +50,8 @@
 //!   (below). A later deadline may lie beyond the bucket: the bucket still
 //!   starts no later than the new deadline, so it cascades in time and
 //!   re-files the entry by its deadline then (one placement, however many
-//!   moves came before). Every entry's deadline is therefore at or after its bucket's
-//!   first tick, but not always inside the bucket; `next_deadline` walks
+//!   moves came before). Every entry's deadline is therefore at or after
+//!   its bucket's first tick, but not always inside the bucket; `next_deadline` walks
 //!   buckets in time order until the best deadline found lies inside the
 //!   bucket just walked (see "The next-deadline memo"). Level 0 never holds
 //!   such an entry, so `due_now` and firing stay exact.
@@ -79,10 +79,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::level::{Level, SLOTS, SLOT_BITS};
+use super::level::{Bitmap, Level, SLOTS, SLOT_BITS};
 use super::slab::NIL;
 
-/// Number of levels: enough base-64 digits to cover every `u64` deadline.
+/// Number of levels: enough base-[`SLOTS`] digits to cover every `u64`
+/// deadline.
 pub const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
 
 const SLOT_MASK: u64 = (SLOTS as u64) - 1;
@@ -209,7 +210,8 @@ impl Memo {
 impl Hierarchy {
     pub(crate) fn starting_at(now: u64) -> Self {
         // Built on the heap directly: `Box::new([..; LEVELS])` builds the
-        // ~6 KiB array on the stack first and copies it.
+        // levels (~6 KiB at 64 buckets, ~16 KiB at 256) on the stack first
+        // and copies them.
         let levels: Box<[Level]> = (0..LEVELS).map(|_| Level::new()).collect();
         let levels: Box<[Level; LEVELS]> = levels
             .try_into()
@@ -228,7 +230,7 @@ impl Hierarchy {
     }
 
     /// Occupancy bitmaps, one per level (for `Debug`).
-    pub(crate) fn occupancy(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn occupancy(&self) -> impl Iterator<Item = Bitmap> + '_ {
         self.levels.iter().map(|level| level.occupied)
     }
 
@@ -290,11 +292,11 @@ impl Hierarchy {
         };
         if tail == NIL {
             self.levels[level].head[slot] = index;
-            self.levels[level].occupied |= 1 << slot;
+            self.levels[level].occupied.set(slot);
         } else {
             nodes.set_next(tail, index);
             if N::ORDERED && check_order && level == 0 && nodes.seq(tail) > nodes.seq(index) {
-                self.levels[level].unsorted |= 1 << slot;
+                self.levels[level].unsorted.set(slot);
             }
         }
         self.levels[level].tail[slot] = index;
@@ -329,8 +331,8 @@ impl Hierarchy {
             nodes.set_prev(node.next, node.prev);
         }
         if self.levels[level].head[slot] == NIL {
-            self.levels[level].occupied &= !(1 << slot);
-            self.levels[level].unsorted &= !(1 << slot);
+            self.levels[level].occupied.clear(slot);
+            self.levels[level].unsorted.clear(slot);
         }
         self.earliest.forget_if(node.deadline);
     }
@@ -468,10 +470,9 @@ impl Hierarchy {
         // Level 0 at or after `now` first: its buckets are single ticks and
         // come before every higher level's (see `pop_due`), so the first one
         // is the answer with no walk.
-        let current = self.now & SLOT_MASK;
-        let ahead = self.levels[0].occupied & (u64::MAX << current);
-        if ahead != 0 {
-            let earliest = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+        let current = (self.now & SLOT_MASK) as usize;
+        if let Some(slot) = self.levels[0].occupied.first_from(current) {
+            let earliest = (self.now & !SLOT_MASK) | slot as u64;
             self.earliest.set(Some(earliest));
             return (earliest <= limit).then_some(earliest);
         }
@@ -492,16 +493,13 @@ impl Hierarchy {
         let mut found = false;
         'levels: for (level_no, level) in self.levels.iter().enumerate() {
             let current = digit(self.now, level_no);
-            let mut occupied = if level_no == 0 {
-                level.occupied & (u64::MAX << current)
-            } else if current + 1 < SLOTS {
-                level.occupied & (u64::MAX << (current + 1))
+            let mut next = if level_no == 0 {
+                level.occupied.first_from(current)
             } else {
-                0
+                level.occupied.first_after(current)
             };
-            while occupied != 0 {
-                let slot = occupied.trailing_zeros() as usize;
-                occupied &= occupied - 1;
+            while let Some(slot) = next {
+                next = level.occupied.first_after(slot);
                 let start = self.bucket_start(level_no, slot);
                 if found && start >= earliest {
                     break 'levels;
@@ -559,22 +557,24 @@ impl Hierarchy {
     pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's
-        // next bucket, which lies beyond the current 64-tick block). Both
+        // next bucket, which lies beyond the current `SLOTS`-tick block). Both
         // are "the first occupied level-0 bucket at or after `now`", found
         // with one mask: no separate test for "due now".
         let target = target.max(self.now);
-        let ahead = self.levels[0].occupied & (u64::MAX << (self.now & SLOT_MASK));
-        if ahead == 0 {
+        let Some(slot) = self.levels[0]
+            .occupied
+            .first_from((self.now & SLOT_MASK) as usize)
+        else {
             return self.pop_due_slow(nodes, target);
-        }
-        let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+        };
+        let start = (self.now & !SLOT_MASK) | slot as u64;
         if start > target {
             self.now = target;
             return None;
         }
         self.now = start;
-        let due_slot = (start & SLOT_MASK) as usize;
-        if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
+        let due_slot = slot;
+        if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
             // Entries cascaded out of arming order (see `cascade`).
             self.sort_bucket(nodes, 0, due_slot);
         }
@@ -587,12 +587,11 @@ impl Hierarchy {
     /// Returns `false`, changing nothing, when that takes a closer look.
     #[inline]
     pub(crate) fn skip_if_idle_until(&mut self, target: u64) -> bool {
-        let due_slot = self.now & SLOT_MASK;
-        let ahead = self.levels[0].occupied & (u64::MAX << due_slot);
-        if ahead == 0 {
+        let due_slot = (self.now & SLOT_MASK) as usize;
+        let Some(slot) = self.levels[0].occupied.first_from(due_slot) else {
             return false;
-        }
-        let start = (self.now & !SLOT_MASK) | u64::from(ahead.trailing_zeros());
+        };
+        let start = (self.now & !SLOT_MASK) | slot as u64;
         if start <= target {
             return false;
         }
@@ -630,7 +629,7 @@ impl Hierarchy {
             }
             let due_slot = (self.now & SLOT_MASK) as usize;
             if self.levels[0].is_occupied(due_slot) {
-                if N::ORDERED && self.levels[0].unsorted & (1 << due_slot) != 0 {
+                if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
                     // Entries cascaded out of arming order (see `cascade`).
                     self.sort_bucket(nodes, 0, due_slot);
                 }
@@ -652,8 +651,8 @@ impl Hierarchy {
         level.head[slot] = node.next;
         if node.next == NIL {
             level.tail[slot] = NIL;
-            level.occupied &= !(1 << slot);
-            level.unsorted &= !(1 << slot);
+            level.occupied.clear(slot);
+            level.unsorted.clear(slot);
             self.earliest.set(None);
         } else {
             nodes.set_prev(node.next, NIL);
@@ -690,8 +689,8 @@ impl Hierarchy {
         let bucket = &mut self.levels[level];
         bucket.head[slot] = NIL;
         bucket.tail[slot] = NIL;
-        bucket.occupied &= !(1 << slot);
-        bucket.unsorted &= !(1 << slot);
+        bucket.occupied.clear(slot);
+        bucket.unsorted.clear(slot);
         nodes.set_node(
             index,
             Node {
@@ -710,7 +709,7 @@ impl Hierarchy {
     #[inline]
     fn next_bucket(&self) -> Option<(usize, usize)> {
         for (level_no, level) in self.levels.iter().enumerate() {
-            if level.occupied == 0 {
+            if !level.occupied.any() {
                 continue;
             }
             let current = digit(self.now, level_no);
@@ -754,7 +753,7 @@ impl Hierarchy {
         let mut index = self.levels[level].head[slot];
         self.levels[level].head[slot] = NIL;
         self.levels[level].tail[slot] = NIL;
-        self.levels[level].occupied &= !(1 << slot);
+        self.levels[level].occupied.clear(slot);
         while index != NIL {
             let node = nodes.node(index);
             self.place(nodes, index, node.deadline, None);
@@ -826,18 +825,18 @@ impl Hierarchy {
         }
         self.levels[level].head[slot] = list;
         self.levels[level].tail[slot] = prev;
-        self.levels[level].unsorted &= !(1 << slot);
+        self.levels[level].unsorted.clear(slot);
     }
 }
 
-/// The base-64 digit of `tick` at `level`.
+/// The base-[`SLOTS`] digit of `tick` at `level`.
 #[inline]
 fn digit(tick: u64, level: usize) -> usize {
     ((tick >> (SLOT_BITS as usize * level)) & SLOT_MASK) as usize
 }
 
 /// The bucket (`level * SLOTS + slot`) for a timer due at `deadline >= now`:
-/// the level is the highest base-64 digit where the two differ.
+/// the level is the highest base-[`SLOTS`] digit where the two differ.
 #[inline]
 fn bucket_index(now: u64, deadline: u64) -> u16 {
     let differing = (now ^ deadline) | SLOT_MASK;

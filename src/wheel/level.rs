@@ -1,25 +1,90 @@
-//! One level of the hierarchy: 64 buckets, each a FIFO list of slab entries,
-//! and a 64-bit occupancy bitmap with one bit per non-empty bucket.
+//! One level of the hierarchy: [`SLOTS`] buckets, each a FIFO list of slab
+//! entries, and an occupancy bitmap with one bit per non-empty bucket.
 //!
 //! The bitmap is what makes idle time free: finding the next non-empty bucket
-//! is one shift and one `trailing_zeros`, whatever the number of empty ticks.
+//! is a shift and a `trailing_zeros` per 64-bucket word, whatever the number
+//! of empty ticks. The level width is one knob, [`SLOT_BITS`]: with 64
+//! buckets the bitmap is a single word and every search is what it was
+//! before the knob existed; wider levels (fewer of them, so fewer cascades)
+//! scan `SLOTS / 64` words.
 
 use super::slab::NIL;
 
-/// log2 of the number of buckets per level.
+/// log2 of the number of buckets per level (6 or more).
 pub(crate) const SLOT_BITS: u32 = 6;
 /// Buckets per level.
 pub(crate) const SLOTS: usize = 1 << SLOT_BITS;
+/// Words of a level's bitmap.
+const WORDS: usize = SLOTS / 64;
+
+const _: () = assert!(SLOT_BITS >= 6, "a bitmap word holds 64 buckets");
+
+/// One bit per bucket of a level.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bitmap([u64; WORDS]);
+
+impl Bitmap {
+    pub(crate) const EMPTY: Bitmap = Bitmap([0; WORDS]);
+
+    #[inline(always)]
+    pub(crate) fn set(&mut self, slot: usize) {
+        self.0[slot / 64] |= 1 << (slot % 64);
+    }
+
+    #[inline(always)]
+    pub(crate) fn clear(&mut self, slot: usize) {
+        self.0[slot / 64] &= !(1 << (slot % 64));
+    }
+
+    #[inline(always)]
+    pub(crate) fn test(&self, slot: usize) -> bool {
+        self.0[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    #[inline(always)]
+    pub(crate) fn any(&self) -> bool {
+        self.0.iter().any(|&word| word != 0)
+    }
+
+    /// The first set bit at or after `slot` (`< SLOTS`).
+    #[inline(always)]
+    pub(crate) fn first_from(&self, slot: usize) -> Option<usize> {
+        let word = slot / 64;
+        let bits = self.0[word] & (u64::MAX << (slot % 64));
+        if bits != 0 {
+            return Some(word * 64 + bits.trailing_zeros() as usize);
+        }
+        // Empty when there is one word: the one-word case is one mask.
+        (word + 1..WORDS)
+            .find(|&w| self.0[w] != 0)
+            .map(|w| w * 64 + self.0[w].trailing_zeros() as usize)
+    }
+
+    /// The first set bit strictly after `slot` (`< SLOTS`).
+    #[inline(always)]
+    pub(crate) fn first_after(&self, slot: usize) -> Option<usize> {
+        if slot + 1 >= SLOTS {
+            None
+        } else {
+            self.first_from(slot + 1)
+        }
+    }
+
+    /// The words, lowest buckets first (for `Debug`).
+    pub(crate) fn words(&self) -> [u64; WORDS] {
+        self.0
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct Level {
     /// Bit `s` is set iff bucket `s` is non-empty.
-    pub(crate) occupied: u64,
+    pub(crate) occupied: Bitmap,
     /// Level 0 only: bit `s` is set when bucket `s` may be out of arming
     /// order (entries cascaded behind newer ones; see `hierarchy`). Clear
     /// bits promise arming order. Always clear on higher levels, whose list
     /// order is never used.
-    pub(crate) unsorted: u64,
+    pub(crate) unsorted: Bitmap,
     pub(crate) head: [u32; SLOTS],
     pub(crate) tail: [u32; SLOTS],
 }
@@ -27,8 +92,8 @@ pub(crate) struct Level {
 impl Level {
     pub(crate) const fn new() -> Self {
         Level {
-            occupied: 0,
-            unsorted: 0,
+            occupied: Bitmap::EMPTY,
+            unsorted: Bitmap::EMPTY,
             head: [NIL; SLOTS],
             tail: [NIL; SLOTS],
         }
@@ -37,17 +102,11 @@ impl Level {
     /// The first non-empty bucket strictly after `slot`, if any.
     #[inline]
     pub(crate) fn next_occupied_after(&self, slot: usize) -> Option<usize> {
-        // `slot + 1` may be 64: shifting a u64 by 64 is not allowed, so mask.
-        let above = if slot + 1 >= SLOTS {
-            0
-        } else {
-            self.occupied & (u64::MAX << (slot + 1))
-        };
-        (above != 0).then(|| above.trailing_zeros() as usize)
+        self.occupied.first_after(slot)
     }
 
     #[inline]
     pub(crate) fn is_occupied(&self, slot: usize) -> bool {
-        self.occupied & (1 << slot) != 0
+        self.occupied.test(slot)
     }
 }

@@ -3,7 +3,9 @@
 //! # Shape
 //!
 //! Time is a `u64` count of ticks. The wheel has [`LEVELS`] levels of 64 buckets;
-//! level `L` covers one base-64 digit of the deadline. With a 1 ms tick:
+//! level `L` covers one base-64 digit of the deadline. (The width is one
+//! constant, `SLOT_BITS` in `level.rs`; 256 buckets in 8 levels was measured
+//! in issue 13 and not adopted, see BENCHMARKS.md.) With a 1 ms tick:
 //!
 //! | level | buckets | ticks per bucket | a timer goes here when it is due within | (at 1 ms) |
 //! |------:|--------:|-----------------:|----------------------------------------:|----------:|
@@ -32,8 +34,9 @@
 //!   the bucket is emptied and each timer re-placed relative to the new time,
 //!   landing on a lower level. A timer is touched at most once per level, and
 //!   fires on its own deadline tick, never on a bucket boundary.
-//! * **Idle time is free.** Each level keeps a 64-bit occupancy bitmap, so the
-//!   next non-empty bucket is found with a `trailing_zeros`. Advancing across
+//! * **Idle time is free.** Each level keeps an occupancy bitmap (one `u64`
+//!   at 64 buckets), so the next non-empty bucket is found with a
+//!   `trailing_zeros` per word. Advancing across
 //!   any stretch of empty ticks, and asking for the next deadline, cost
 //!   O(levels).
 //! * **Order.** Every bucket on level 0 holds the timers of one single tick.
@@ -658,7 +661,16 @@ impl<T> fmt::Debug for Wheel<T> {
         let occupancy: Vec<String> = self
             .hierarchy
             .occupancy()
-            .map(|bits| format!("{bits:#018x}"))
+            .map(|bits| {
+                // Highest word first: one word reads as a plain hex number.
+                let words: Vec<String> = bits
+                    .words()
+                    .iter()
+                    .rev()
+                    .map(|w| format!("{w:016x}"))
+                    .collect();
+                format!("0x{}", words.join("_"))
+            })
             .collect();
         f.debug_struct("Wheel")
             .field("now", &self.now())

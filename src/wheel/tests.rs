@@ -7,8 +7,25 @@
 //! the randomised comparison against a reference model lives in
 //! `tests/wheel_differential.rs`.
 
-use super::level::SLOT_BITS;
+use super::level::{SLOTS, SLOT_BITS};
 use super::*;
+
+/// `x` with its base-64 digits read as base-[`SLOTS`] digits: a tick laid
+/// out on the levels as `x` is with 64 buckets per level (same level, same
+/// bucket, same offsets in units of the level below), so the tests that
+/// name ticks in a 64-bucket geometry exercise the same paths at any width.
+/// The identity at 64 buckets.
+fn g(x: u64) -> u64 {
+    let mut out = 0;
+    let mut digit_no = 0;
+    let mut rest = x;
+    while rest != 0 {
+        out += (rest % 64) << (SLOT_BITS * digit_no);
+        rest /= 64;
+        digit_no += 1;
+    }
+    out
+}
 
 /// Polls everything due up to `target`, checking on the way that `now()`
 /// equals each timer's deadline while it is handled.
@@ -63,7 +80,9 @@ fn boundary_deadlines(start: u64) -> Vec<u64> {
         3 * 64 + 5,
         5 * 4096 + 1,
     ] {
+        // The same delays laid out on the levels as at 64 buckets (see `g`).
         out.push(start.saturating_add(delay));
+        out.push(start.saturating_add(g(delay)));
     }
     out.push(u64::MAX);
     out.sort_unstable();
@@ -172,15 +191,15 @@ fn boundary_deadlines_fire_in_order_together() {
 fn same_tick_fires_in_arm_order_across_levels() {
     // Deadline 4096 + 7 is on level 2 from tick 0, on level 2 from tick 4000
     // and on level 0 from tick 4096: arm one timer from each position.
-    let d = 4096 + 7;
+    let d = g(4096 + 7);
     let mut w = Wheel::new();
     w.insert_at(d, 0);
     w.insert_at(d, 1);
-    assert!(w.poll(4000).is_none());
+    assert!(w.poll(g(4000)).is_none());
     w.insert_at(d, 2);
-    assert!(w.poll(4096).is_none());
+    assert!(w.poll(g(4096)).is_none());
     w.insert_at(d, 3);
-    assert!(w.poll(4100).is_none());
+    assert!(w.poll(g(4100)).is_none());
     w.insert_at(d, 4);
     let fired: Vec<_> = drain(&mut w, d).into_iter().map(|(_, v)| v).collect();
     assert_eq!(fired, [0, 1, 2, 3, 4]);
@@ -205,19 +224,19 @@ fn reschedule_within_the_same_bucket_updates_the_deadline() {
     // `b` is last in it, so the reschedule takes the no-relink path; it must
     // still fire at its new deadline, before `a`, and exactly there.
     let mut w = Wheel::new();
-    let a = w.insert_at(5000, 'a');
-    let b = w.insert_at(6000, 'b');
-    w.reschedule_at(b, 4500).unwrap();
-    assert_eq!(w.deadline(b), Some(4500));
-    assert_eq!(w.next_deadline(), Some(4500));
-    assert!(w.poll(4499).is_none());
-    assert_eq!(drain(&mut w, 5000), [(4500, 'b'), (5000, 'a')]);
+    let a = w.insert_at(g(5000), 'a');
+    let b = w.insert_at(g(6000), 'b');
+    w.reschedule_at(b, g(4500)).unwrap();
+    assert_eq!(w.deadline(b), Some(g(4500)));
+    assert_eq!(w.next_deadline(), Some(g(4500)));
+    assert!(w.poll(g(4500) - 1).is_none());
+    assert_eq!(drain(&mut w, g(5000)), [(g(4500), 'b'), (g(5000), 'a')]);
     assert!(!w.contains(a));
     // Later within the bucket too.
-    let c = w.insert_at(6000, 'c');
-    w.reschedule_at(c, 8000).unwrap();
-    assert!(w.poll(7999).is_none());
-    assert_eq!(drain(&mut w, 9000), [(8000, 'c')]);
+    let c = w.insert_at(g(6000), 'c');
+    w.reschedule_at(c, g(8000)).unwrap();
+    assert!(w.poll(g(8000) - 1).is_none());
+    assert_eq!(drain(&mut w, g(9000)), [(g(8000), 'c')]);
 }
 
 #[test]
@@ -227,14 +246,19 @@ fn moves_within_a_high_bucket_keep_last_arming_order() {
     // on its tick it must still fire after `b`, which was armed for that
     // tick after `a`'s first arming but before its move.
     let mut w = Wheel::new();
-    let a = w.insert_at(5000, 'a');
-    let _b = w.insert_at(6000, 'b');
-    let _c = w.insert_at(7000, 'c');
-    w.reschedule_at(a, 6000).unwrap();
-    let _d = w.insert_at(6000, 'd');
+    let a = w.insert_at(g(5000), 'a');
+    let _b = w.insert_at(g(6000), 'b');
+    let _c = w.insert_at(g(7000), 'c');
+    w.reschedule_at(a, g(6000)).unwrap();
+    let _d = w.insert_at(g(6000), 'd');
     assert_eq!(
-        drain(&mut w, 8000),
-        [(6000, 'b'), (6000, 'a'), (6000, 'd'), (7000, 'c')]
+        drain(&mut w, g(8000)),
+        [
+            (g(6000), 'b'),
+            (g(6000), 'a'),
+            (g(6000), 'd'),
+            (g(7000), 'c')
+        ]
     );
 }
 
@@ -245,7 +269,7 @@ fn many_lazy_moves_fire_in_last_arming_order() {
     // of their last arming, through cascades across levels 2, 1 and 0.
     let mut w = Wheel::new();
     let base = 3 << 18;
-    let ticks = [base + 7, base + 4099, base + 70_000, base + 100_000];
+    let ticks = [base + 7, base + 4099, base + 70_000, base + 100_000].map(g);
     let keys: Vec<TimerKey> = (0..200u32)
         .map(|i| w.insert_at(ticks[i as usize % 4] + 1, i))
         .collect();
@@ -267,7 +291,7 @@ fn many_lazy_moves_fire_in_last_arming_order() {
     expected.extend(last_armed.iter().map(|&(i, tick)| (tick, i as u32)));
     // A stable sort by tick keeps arming order within a tick.
     expected.sort_by_key(|&(tick, _)| tick);
-    assert_eq!(drain(&mut w, base + 200_000), expected);
+    assert_eq!(drain(&mut w, g(base + 200_000)), expected);
 }
 
 #[test]
@@ -277,26 +301,26 @@ fn timers_moved_later_out_of_their_bucket_stay_exact() {
     // It may stay in its old bucket; the earliest deadline, the wakeup
     // bound and the firing ticks must not show it.
     let mut w = Wheel::new();
-    let a = w.insert_at(5000, 'a');
-    let b = w.insert_at(9000, 'b'); // the next level-2 bucket
-    let c = w.insert_at(300_000, 'c'); // level 3
-    assert_eq!(w.next_deadline(), Some(5000));
-    w.reschedule_at(a, 9500).unwrap();
-    assert_eq!(w.next_deadline(), Some(9000), "b is first now");
-    assert!(w.next_wakeup().unwrap() <= 9000);
-    w.reschedule_at(b, 400_000).unwrap();
-    assert_eq!(w.next_deadline(), Some(9500), "a, then c, then b");
-    w.reschedule_at(a, 500_000).unwrap();
-    assert_eq!(w.next_deadline(), Some(300_000));
-    assert_eq!(w.ticks_to_next_event(1 << 30), 300_000);
+    let a = w.insert_at(g(5000), 'a');
+    let b = w.insert_at(g(9000), 'b'); // the next level-2 bucket
+    let c = w.insert_at(g(300_000), 'c'); // level 3
+    assert_eq!(w.next_deadline(), Some(g(5000)));
+    w.reschedule_at(a, g(9500)).unwrap();
+    assert_eq!(w.next_deadline(), Some(g(9000)), "b is first now");
+    assert!(w.next_wakeup().unwrap() <= g(9000));
+    w.reschedule_at(b, g(400_000)).unwrap();
+    assert_eq!(w.next_deadline(), Some(g(9500)), "a, then c, then b");
+    w.reschedule_at(a, g(500_000)).unwrap();
+    assert_eq!(w.next_deadline(), Some(g(300_000)));
+    assert_eq!(w.ticks_to_next_event(1 << 40), g(300_000));
     assert_eq!(w.ticks_to_next_event(1000), 1000);
-    assert_eq!(w.deadline(a), Some(500_000));
+    assert_eq!(w.deadline(a), Some(g(500_000)));
     // Advancing through the old buckets fires nothing early.
-    assert!(w.poll(299_999).is_none());
-    assert_eq!(w.next_deadline(), Some(300_000));
+    assert!(w.poll(g(300_000) - 1).is_none());
+    assert_eq!(w.next_deadline(), Some(g(300_000)));
     assert_eq!(
-        drain(&mut w, 1 << 20),
-        vec![(300_000, 'c'), (400_000, 'b'), (500_000, 'a')]
+        drain(&mut w, g(1 << 20)),
+        vec![(g(300_000), 'c'), (g(400_000), 'b'), (g(500_000), 'a')]
     );
     assert!(!w.contains(c));
 }
@@ -307,9 +331,9 @@ fn timers_moved_later_keep_last_arming_order_across_buckets() {
     // a scrambled order, some of them twice: they fire in the order of their
     // last arming, mixed with timers armed directly for that tick.
     let mut w = Wheel::new();
-    let target = 200_000;
+    let target = g(200_000);
     let keys: Vec<TimerKey> = (0..40u32)
-        .map(|i| w.insert_at(4096 + 300 * u64::from(i), i))
+        .map(|i| w.insert_at(g(4096 + 300 * u64::from(i)), i))
         .collect();
     let mut order = Vec::new();
     for step in 0..60usize {
@@ -867,13 +891,21 @@ fn clone_is_a_checkpoint() {
 fn debug_output() {
     let mut w = Wheel::starting_at(7);
     w.insert(0, ()); // level 0, slot 7
-    w.insert(64, ()); // 71: level 1, slot 1
+    w.insert(SLOTS as u64, ()); // level 1, slot 1
     let s = format!("{w:?}");
     assert!(s.starts_with("Wheel {"), "{s}");
     assert!(s.contains("now: 7"), "{s}");
     assert!(s.contains("len: 2"), "{s}");
-    assert!(s.contains("\"0x0000000000000080\""), "level 0 bit 7: {s}");
-    assert!(s.contains("\"0x0000000000000002\""), "level 1 bit 1: {s}");
+    // Highest word first, one per 64 buckets.
+    let pad = "0000000000000000_".repeat(SLOTS / 64 - 1);
+    assert!(
+        s.contains(&format!("\"0x{pad}0000000000000080\"")),
+        "level 0 bit 7: {s}"
+    );
+    assert!(
+        s.contains(&format!("\"0x{pad}0000000000000002\"")),
+        "level 1 bit 1: {s}"
+    );
     let k = TimerKey::from_raw((3 << 32) | 9);
     assert_eq!(format!("{k:?}"), "TimerKey(9v3)");
     let e = w.poll(7).unwrap();
@@ -990,32 +1022,32 @@ fn next_wakeup_is_a_cheap_lower_bound_that_reaches_the_deadline() {
     assert_eq!(w.next_wakeup(), None);
     // 300_000 sits on level 3 (2^18 <= 300_000 < 2^24): its bucket starts at
     // 262_144 = 1 << 18, the first tick at which the wheel must look at it.
-    w.insert_at(300_000, ());
-    assert_eq!(w.next_wakeup(), Some(1 << 18));
-    assert_eq!(w.next_deadline(), Some(300_000));
+    w.insert_at(g(300_000), ());
+    assert_eq!(w.next_wakeup(), Some(g(1 << 18)));
+    assert_eq!(w.next_deadline(), Some(g(300_000)));
     // Sleeping until each wakeup and polling walks down the levels, never
     // past the deadline, and arrives exactly on it.
     let mut wakeups = Vec::new();
     while let Some(wakeup) = w.next_wakeup() {
-        assert!(wakeup <= 300_000);
+        assert!(wakeup <= g(300_000));
         wakeups.push(wakeup);
         if let Some(expired) = w.poll(wakeup) {
-            assert_eq!(expired.deadline, 300_000);
+            assert_eq!(expired.deadline, g(300_000));
             break;
         }
     }
     // 300_000 = 0b100_1001_0011_1110_0000: level 3 bucket at 2^18, level 2
     // bucket at 2^18 + 9 * 2^12, level 1 bucket at ... + 15 * 64, then the tick.
-    assert_eq!(wakeups, vec![262_144, 299_008, 299_968, 300_000]);
+    assert_eq!(wakeups, [262_144, 299_008, 299_968, 300_000].map(g));
     // A level-0 timer's wakeup is its deadline.
     let mut w = Wheel::new();
     w.insert_at(10, ());
     assert_eq!(w.next_wakeup(), Some(10));
     // ticks_to_next_event answers from the bound when it is past the cap.
     let mut w = Wheel::new();
-    w.insert_at(300_000, ());
+    w.insert_at(g(300_000), ());
     assert_eq!(w.ticks_to_next_event(1000), 1000);
-    assert_eq!(w.ticks_to_next_event(u64::MAX), 300_000);
+    assert_eq!(w.ticks_to_next_event(u64::MAX), g(300_000));
 }
 
 #[test]
@@ -1023,29 +1055,29 @@ fn next_deadline_is_remembered_and_forgotten_when_the_earliest_goes() {
     // All three sit in one level-2 bucket (ticks 4096..8191 from now = 0),
     // so the first query walks the bucket and later ones use the memo.
     let mut wheel = Wheel::new();
-    let a = wheel.insert_at(5000, 'a');
-    let b = wheel.insert_at(4500, 'b');
-    let _c = wheel.insert_at(6000, 'c');
-    assert_eq!(wheel.next_deadline(), Some(4500));
-    assert_eq!(wheel.next_deadline(), Some(4500));
+    let a = wheel.insert_at(g(5000), 'a');
+    let b = wheel.insert_at(g(4500), 'b');
+    let _c = wheel.insert_at(g(6000), 'c');
+    assert_eq!(wheel.next_deadline(), Some(g(4500)));
+    assert_eq!(wheel.next_deadline(), Some(g(4500)));
     // Unrelated changes keep it; an earlier insert lowers it.
     wheel.cancel(a);
-    assert_eq!(wheel.next_deadline(), Some(4500));
-    let d = wheel.insert_at(4400, 'd');
-    assert_eq!(wheel.next_deadline(), Some(4400));
+    assert_eq!(wheel.next_deadline(), Some(g(4500)));
+    let d = wheel.insert_at(g(4400), 'd');
+    assert_eq!(wheel.next_deadline(), Some(g(4400)));
     // The earliest moving later or going away forgets it.
-    wheel.reschedule_at(d, 7000).unwrap();
-    assert_eq!(wheel.next_deadline(), Some(4500));
+    wheel.reschedule_at(d, g(7000)).unwrap();
+    assert_eq!(wheel.next_deadline(), Some(g(4500)));
     wheel.cancel(b);
-    assert_eq!(wheel.next_deadline(), Some(6000));
+    assert_eq!(wheel.next_deadline(), Some(g(6000)));
     // Firing forgets it too.
-    assert_eq!(wheel.poll(6000).map(|e| e.value), Some('c'));
-    assert_eq!(wheel.next_deadline(), Some(7000));
+    assert_eq!(wheel.poll(g(6000)).map(|e| e.value), Some('c'));
+    assert_eq!(wheel.next_deadline(), Some(g(7000)));
     // A clone carries the memo and stays exact on its own.
     let mut copy = wheel.clone();
-    assert_eq!(copy.poll(7000).map(|e| e.value), Some('d'));
+    assert_eq!(copy.poll(g(7000)).map(|e| e.value), Some('d'));
     assert_eq!(copy.next_deadline(), None);
-    assert_eq!(wheel.next_deadline(), Some(7000));
+    assert_eq!(wheel.next_deadline(), Some(g(7000)));
 }
 
 #[test]
