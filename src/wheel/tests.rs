@@ -275,7 +275,10 @@ fn many_lazy_moves_fire_in_last_arming_order() {
         .collect();
     let mut last_armed = Vec::new();
     let mut x = 12345u32;
-    for round in 0..1000 {
+    // Under miri (here for the slab's unsafe code) 200 moves: each still
+    // scrambles the same four buckets.
+    let rounds = if cfg!(miri) { 200 } else { 1000 };
+    for round in 0..rounds {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
         let i = (x >> 8) as usize % keys.len();
         let tick = ticks[(i + round) % 4];
