@@ -82,8 +82,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::level::{Bitmap, Level, SLOTS, SLOT_BITS};
 use super::slab::NIL;
 
-/// Number of levels: enough base-[`SLOTS`] digits to cover every `u64`
-/// deadline.
+/// Number of levels: enough digits in base 64 (the buckets per level) to
+/// cover every `u64` deadline.
 pub const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
 
 const SLOT_MASK: u64 = (SLOTS as u64) - 1;
