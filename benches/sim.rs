@@ -17,7 +17,8 @@
 //!
 //! Run with `cargo bench --bench sim` (add `-- --quick` for a short run).
 //! After criterion's report it prints a table of ns per hold operation and
-//! the heap/sim ratio, measured on 2 M operations per size.
+//! the heap/sim ratio, measured on 2 M operations per size. For instruction
+//! counts of one list, see [`hold_count`].
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -219,7 +220,50 @@ fn ratio_table() {
     }
 }
 
+/// `SIM_HOLD_COUNT=<list>,<pending>,<ops>`: fills one list (`sim`, `heap` or
+/// `wheel`), warms it up with one pass, runs `ops` hold operations and
+/// exits, without criterion. For instruction counts, which are repeatable
+/// where wall times on a shared machine are not: run it under
+/// `valgrind --tool=callgrind` with `ops` = 1 and with `ops` = 400000, and
+/// divide the difference by 399999.
+fn hold_count(spec: &str) {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let parsed = match parts.as_slice() {
+        [list, n, ops] => n
+            .parse::<usize>()
+            .ok()
+            .zip(ops.parse::<u64>().ok())
+            .map(|(n, ops)| (*list, n, ops)),
+        _ => None,
+    };
+    let Some((list, n, ops)) = parsed else {
+        panic!("SIM_HOLD_COUNT={spec:?}: expected <sim|heap|wheel>,<pending>,<ops>");
+    };
+    fn run<L: Hold>(n: usize, ops: u64) {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut list = L::filled(n, &mut rng);
+        list.hold(n as u64, &mut rng);
+        let started = Instant::now();
+        list.hold(ops, &mut rng);
+        let ns = started.elapsed().as_nanos() as f64 / ops.max(1) as f64;
+        println!(
+            "{} {n} pending, {ops} operations: {ns:.1} ns per operation",
+            L::name()
+        );
+    }
+    match list {
+        "sim" => run::<SimList>(n, ops),
+        "heap" => run::<HeapList>(n, ops),
+        "wheel" => run::<WheelList>(n, ops),
+        other => panic!("SIM_HOLD_COUNT: unknown list {other:?} (sim, heap or wheel)"),
+    }
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("SIM_HOLD_COUNT") {
+        hold_count(&spec);
+        return;
+    }
     let mut criterion = Criterion::default().configure_from_args();
     hold_model(&mut criterion);
     criterion.final_summary();
