@@ -11,7 +11,16 @@
 use super::slab::NIL;
 
 /// log2 of the number of buckets per level (6 or more).
+///
+/// 6 in every build users get. `--cfg tickwheel_wide_levels` makes it 8
+/// (256 buckets, multi-word bitmaps): `.ci/run` runs the wheel's tests that
+/// way too, so the code for wider levels stays correct while it is not the
+/// default (BENCHMARKS.md, "Issue 13: session 9", says what 256 measured).
+#[cfg(not(tickwheel_wide_levels))]
 pub(crate) const SLOT_BITS: u32 = 6;
+/// log2 of the number of buckets per level: 8 in this test build.
+#[cfg(tickwheel_wide_levels)]
+pub(crate) const SLOT_BITS: u32 = 8;
 /// Buckets per level.
 pub(crate) const SLOTS: usize = 1 << SLOT_BITS;
 /// Words of a level's bitmap.
