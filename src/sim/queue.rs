@@ -223,11 +223,12 @@ impl<E> Queue<E> {
     /// the popped event is the caller's ([`check_run`](Self::check_run)), so
     /// that an unverified run carries no `Result` through here.
     ///
-    /// Always inlined: it is used by the run loop only, and left to the
-    /// compiler it stayed out of line (the `Wheel::poll` inlined into it makes
-    /// it large), costing a call with its register saves on every event: 405
-    /// against 374 instructions per event in the hold model at 100k pending
-    /// (callgrind; BENCHMARKS.md, "Issue 13: session 10").
+    /// Always inlined: its one caller is `run_one`, and left to the compiler
+    /// it could stay out of line (the `Wheel::poll` inlined into it makes it
+    /// large), costing a call with its register saves on every event. The
+    /// hold model at 100k pending, callgrind: 405 against 374 instructions
+    /// per event in a standalone program, 398 against 390 in `benches/sim.rs`
+    /// (BENCHMARKS.md, "Issue 13: session 10").
     #[inline(always)]
     pub(super) fn pop(&mut self, limit: u64) -> Option<Popped<E>> {
         if self.now() > limit {

@@ -38,7 +38,8 @@ pub(super) struct Core<E> {
 impl<E> Core<E> {
     /// A hint, not a force: forcing it (and `schedule`) into the handler's
     /// closure made the hold model's events cost more (380 against 374
-    /// instructions), from the register pressure of the inlined wheel insert.
+    /// instructions in the standalone program of `Queue::pop`'s note), from
+    /// the register pressure of the inlined wheel insert.
     #[inline]
     fn push(&mut self, time: u64, priority: i32, event: E) -> EventId {
         let seq = self.next_seq;
