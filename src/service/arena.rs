@@ -17,7 +17,8 @@
 //! `2 BASE` four times, `4 BASE`, ... A new segment therefore adds at most a
 //! quarter of what the arena already holds (plus `BASE` slots), so a service
 //! that never holds more than `n` timers at once owns at most about `5n/4`
-//! slots (50 bytes per timer), and
+//! slots (50 bytes per timer; plus, per shard, the unused rest of the
+//! owner's last group of fresh slots, at most seven: see [`SlotLine`]), and
 //! the segment number of an index is still a couple of shifts. Freed slots
 //! go back to a lock-free free list (a Treiber stack whose head carries an
 //! ABA tag) and are reused before the array grows: start/stop churn leaves
