@@ -103,6 +103,32 @@ fn remote_start_vs_owner_poll() {
     });
 }
 
+/// The owner's START taking a fresh group of slots (a CAS on the arena's
+/// `fresh` count) racing a remote START taking one fresh slot (a
+/// `fetch_add` on it): the two timers get different slots, and each STOP
+/// finds its own timer. (Under loom a group is one slot; the race on the
+/// count is the same.)
+#[test]
+fn owner_fresh_group_vs_remote_fresh_slot() {
+    model("owner_fresh_group_vs_remote_fresh_slot", || {
+        let (service, mut owner, _clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let remote = {
+            let service = service.clone();
+            let probe = probe.clone();
+            thread::spawn(move || service.start(TICK, counting_callback(&probe)).unwrap())
+        };
+        let mine = service.start(TICK, counting_callback(&probe)).unwrap();
+        let theirs = remote.join().unwrap();
+        assert_ne!(mine.id(), theirs.id());
+        owner.poll().unwrap();
+        assert_eq!(mine.stop(), Stop::Cancelled);
+        assert_eq!(theirs.stop(), Stop::Cancelled);
+        owner.poll().unwrap();
+        assert_eq!(probe.runs.load(SeqCst), 0);
+    });
+}
+
 /// STOP racing FIRE: exactly one wins, and the outcome says which.
 #[test]
 fn stop_vs_fire() {

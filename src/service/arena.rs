@@ -17,7 +17,8 @@
 //! `2 BASE` four times, `4 BASE`, ... A new segment therefore adds at most a
 //! quarter of what the arena already holds (plus `BASE` slots), so a service
 //! that never holds more than `n` timers at once owns at most about `5n/4`
-//! slots (50 bytes per timer), and
+//! slots (50 bytes per timer; plus, per shard, the unused rest of the
+//! owner's last group of fresh slots, at most seven: see [`SlotLine`]), and
 //! the segment number of an index is still a couple of shifts. Freed slots
 //! go back to a lock-free free list (a Treiber stack whose head carries an
 //! ABA tag) and are reused before the array grows: start/stop churn leaves
@@ -140,6 +141,37 @@ impl Slot {
     }
 }
 
+/// Slots per [`SlotLine`]: 8 slots of 40 bytes fill exactly five 64-byte
+/// cache lines. Under loom (segments of 2 slots) lines are single slots.
+#[cfg(not(loom))]
+const LINE_SLOTS: usize = 8;
+#[cfg(loom)]
+const LINE_SLOTS: usize = 1;
+
+/// The unit segments are made of: [`LINE_SLOTS`] slots that share no cache
+/// line with any other group's slots (aligned to 64 bytes, and exactly five
+/// lines long). A shard's owner takes its fresh slots a whole group at a time
+/// (`Arena::alloc_line`), so two owners' hot slots never sit on one line:
+/// with slots handed out one by one, two owners' first timers got adjacent
+/// slots and every START and STOP of each bounced that line between the cores
+/// (issue 11, BENCHMARKS.md "Issue 11: session 10": 154-169 against 108-112
+/// ns per START + cancel at two workers). Under loom and shuttle the slot's
+/// size differs, so the group is not aligned there (nothing is measured).
+#[cfg_attr(not(any(loom, shuttle)), repr(align(64)))]
+// Only built and freed as a group: its slots are reached through the
+// segment's slot pointer (`get`, `get_allocated`), never through the field.
+#[allow(dead_code)]
+struct SlotLine([Slot; LINE_SLOTS]);
+
+// The slots of a segment must stay contiguous: no padding in a group.
+const _: () = assert!(std::mem::size_of::<SlotLine>() == LINE_SLOTS * std::mem::size_of::<Slot>());
+const _: () = assert!(BASE % LINE_SLOTS == 0, "segments hold whole groups");
+#[cfg(not(any(loom, shuttle)))]
+const _: () = assert!(
+    std::mem::align_of::<SlotLine>() == 64,
+    "a group starts a cache line"
+);
+
 /// Keeps a hot atomic on a cache line of its own (128 bytes: two lines, for
 /// CPUs that prefetch in pairs).
 #[repr(align(128))]
@@ -191,6 +223,20 @@ fn locate(index: u32) -> (usize, usize) {
         group * GROUP + within_group,
         (j & ((1 << size_shift) - 1)) as usize,
     )
+}
+
+/// Frees segment number `segment`, installed at `raw`.
+///
+/// # Safety
+/// `raw` came from `install_segment`'s `Box::into_raw` for this segment
+/// number, and nothing can reach it any more.
+unsafe fn free_segment(raw: *mut Slot, segment: usize) {
+    let lines = std::ptr::slice_from_raw_parts_mut(
+        raw.cast::<SlotLine>(),
+        segment_len(segment) / LINE_SLOTS,
+    );
+    // SAFETY: the caller's contract; the length is the one it was built with.
+    drop(unsafe { Box::from_raw(lines) });
 }
 
 fn segment_len(segment: usize) -> usize {
@@ -265,6 +311,46 @@ impl Arena {
         index
     }
 
+    /// For a shard's owner whose own free slots ran out: a freed slot if the
+    /// free list has one (memory stays flat under churn), else a fresh group
+    /// of [`LINE_SLOTS`] slots on cache lines of their own (see [`SlotLine`]).
+    /// Returns the slot to use now; the group's other slots go to `spare`,
+    /// for the owner's next STARTs. A group starts at a multiple of
+    /// `LINE_SLOTS`: the slots before it that others took one by one are
+    /// left to them, and any the step over skips go to the free list.
+    pub(crate) fn alloc_line(&self, spare: &mut Vec<u32>) -> u32 {
+        if let Some(index) = self.pop_free() {
+            return index;
+        }
+        let step = LINE_SLOTS as u32;
+        let mut fresh = self.fresh.load(Ordering::Acquire);
+        let start = loop {
+            let start = fresh.next_multiple_of(step);
+            assert!(
+                start + step <= 1 << super::timer::INDEX_BITS,
+                "tickwheel: 2^28 timer slots (the most one service can name) exhausted"
+            );
+            match self.fresh.compare_exchange(
+                fresh,
+                start + step,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break start,
+                Err(actual) => fresh = actual,
+            }
+        };
+        // One segment holds whole groups (`BASE % LINE_SLOTS == 0`), so the
+        // skipped slots and the group lie in at most two segments.
+        self.install_segment(locate(fresh).0);
+        self.install_segment(locate(start).0);
+        for skipped in fresh..start {
+            self.free(skipped);
+        }
+        spare.extend((start + 1..start + step).rev());
+        start
+    }
+
     /// Returns a slot whose word the owner just set to `FREE`.
     pub(crate) fn free(&self, index: u32) {
         let slot = self
@@ -313,8 +399,12 @@ impl Arena {
         if !self.segments[segment].load(Ordering::Acquire).is_null() {
             return;
         }
-        let slots: Box<[Slot]> = (0..segment_len(segment)).map(|_| Slot::new()).collect();
-        let raw = Box::into_raw(slots) as *mut Slot;
+        let lines: Box<[SlotLine]> = (0..segment_len(segment) / LINE_SLOTS)
+            .map(|_| SlotLine(std::array::from_fn(|_| Slot::new())))
+            .collect();
+        // A group is its slots with no padding (checked above), so the
+        // segment is one array of slots.
+        let raw = Box::into_raw(lines).cast::<Slot>();
         if self.segments[segment]
             .compare_exchange(
                 std::ptr::null_mut(),
@@ -326,12 +416,7 @@ impl Arena {
         {
             // SAFETY: `raw` came from `Box::into_raw` just above and was never
             // shared, since the CAS that would have published it failed.
-            drop(unsafe {
-                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                    raw,
-                    segment_len(segment),
-                ))
-            });
+            unsafe { free_segment(raw, segment) };
         }
     }
 
@@ -356,14 +441,9 @@ impl Drop for Arena {
         for (segment, pointer) in self.segments.iter_mut().enumerate() {
             let raw = pointer.load(Ordering::Acquire);
             if !raw.is_null() {
-                // SAFETY: installed by `install_segment` from a boxed slice of
-                // exactly this length; `&mut self` means no one else can reach it.
-                drop(unsafe {
-                    Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                        raw,
-                        segment_len(segment),
-                    ))
-                });
+                // SAFETY: installed by `install_segment`; `&mut self` means no
+                // one else can reach it.
+                unsafe { free_segment(raw, segment) };
             }
         }
     }
@@ -431,6 +511,69 @@ mod tests {
         assert_eq!(arena.slots(), 2);
         assert!(arena.get(2).is_none(), "never handed out");
         assert!(arena.get(u32::MAX).is_none());
+    }
+
+    /// The cache line of a slot's first and last byte.
+    fn lines_of(arena: &Arena, index: u32) -> (usize, usize) {
+        let address = arena.get(index).unwrap() as *const Slot as usize;
+        (address / 64, (address + size_of::<Slot>() - 1) / 64)
+    }
+
+    #[test]
+    fn owners_take_fresh_slots_a_group_of_cache_lines_at_a_time() {
+        let arena = Arena::new();
+        // Another thread took one slot alone: the next group starts at the
+        // next multiple of LINE_SLOTS, and the slots it steps over are freed.
+        let single = arena.alloc();
+        let mut first = Vec::new();
+        let a = arena.alloc_line(&mut first);
+        assert_eq!((single, a, arena.slots()), (0, 8, 16));
+        // The seven stepped-over slots are on the free list, and reused
+        // before any growth, by owners too.
+        let mut reused: Vec<u32> = (0..6).map(|_| arena.alloc()).collect();
+        reused.push(arena.alloc_line(&mut Vec::new()));
+        reused.sort_unstable();
+        assert_eq!(reused, (1..8).collect::<Vec<_>>());
+        assert_eq!(arena.slots(), 16, "nothing fresh while freed slots remain");
+        let mut second = Vec::new();
+        let b = arena.alloc_line(&mut second);
+        assert_eq!((b, arena.slots()), (16, 24));
+        let group_a: Vec<u32> = std::iter::once(a)
+            .chain(first.iter().rev().copied())
+            .collect();
+        let group_b: Vec<u32> = std::iter::once(b)
+            .chain(second.iter().rev().copied())
+            .collect();
+        assert_eq!(
+            group_a,
+            (8..16).collect::<Vec<_>>(),
+            "used first, then popped in order"
+        );
+        assert_eq!(group_b, (16..24).collect::<Vec<_>>());
+        for group in [a, b] {
+            let address = arena.get(group).unwrap() as *const Slot as usize;
+            assert_eq!(address % 64, 0, "group {group} starts a cache line");
+        }
+        // No cache line holds slots of both groups, or of a group and the
+        // slots before it.
+        let lines = |group: &[u32]| -> Vec<usize> {
+            group
+                .iter()
+                .flat_map(|&i| {
+                    let (x, y) = lines_of(&arena, i);
+                    [x, y]
+                })
+                .collect()
+        };
+        let (lines_a, lines_b) = (lines(&group_a), lines(&group_b));
+        let outside = lines(&(0..8).collect::<Vec<_>>());
+        for line in &lines_a {
+            assert!(
+                !lines_b.contains(line) && !outside.contains(line),
+                "line {line} shared"
+            );
+        }
+        assert_eq!(arena.alloc(), 24);
     }
 
     #[test]

@@ -538,8 +538,9 @@ impl Inner {
     }
 
     /// A free slot for a timer on `shard`: on the shard's owner thread, one
-    /// the owner freed itself (no shared cache line touched); otherwise from
-    /// the service-wide free list.
+    /// the owner freed itself (no shared cache line touched), else one from
+    /// a fresh group of slots on cache lines of their own; otherwise from the
+    /// service-wide free list.
     fn alloc_slot(&self, shard: usize) -> u32 {
         if OWNED_SHARD.with(|owned| owned.get()) == (self.address(), shard) {
             // SAFETY: this thread holds the shard's claim, and no reference
@@ -548,6 +549,8 @@ impl Inner {
             if let Some(index) = unsafe { self.shards[shard].take_local_slot() } {
                 return index;
             }
+            // SAFETY: as above.
+            return unsafe { self.shards[shard].alloc_line(&self.arena) };
         }
         self.arena.alloc()
     }

@@ -8,7 +8,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::arena::{CacheLine, Owned, Slot};
+use super::arena::{Arena, CacheLine, Owned, Slot};
 use super::intake::{Arm, Intake, Message, Taken};
 use super::links::SlotNodes;
 use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
@@ -360,6 +360,17 @@ impl Shard {
     pub(crate) unsafe fn take_local_slot(&self) -> Option<u32> {
         // SAFETY: forwarded.
         unsafe { self.core(|core| core.free_slots.pop()) }
+    }
+
+    /// A slot for the owner's START when its own free slots ran out: see
+    /// [`Arena::alloc_line`] (the rest of a fresh group joins the owner's
+    /// free slots).
+    ///
+    /// # Safety
+    /// As for [`take_local_slot`](Self::take_local_slot).
+    pub(crate) unsafe fn alloc_line(&self, arena: &Arena) -> u32 {
+        // SAFETY: forwarded.
+        unsafe { self.core(|core| arena.alloc_line(&mut core.free_slots)) }
     }
 
     /// Refuses a poll that is already running on this shard (a callback
