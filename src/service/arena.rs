@@ -165,6 +165,8 @@ struct SlotLine([Slot; LINE_SLOTS]);
 
 // The slots of a segment must stay contiguous: no padding in a group.
 const _: () = assert!(std::mem::size_of::<SlotLine>() == LINE_SLOTS * std::mem::size_of::<Slot>());
+// (Under loom a group is one slot, hence the allow.)
+#[allow(clippy::modulo_one)]
 const _: () = assert!(BASE % LINE_SLOTS == 0, "segments hold whole groups");
 #[cfg(not(any(loom, shuttle)))]
 const _: () = assert!(
