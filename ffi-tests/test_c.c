@@ -1080,6 +1080,62 @@ static void test_wheel_keep(void) {
     tw_wheel_free(wheel);
 }
 
+/* tw_wheel_advance_to_next: time jumps to the next event (at most cap ticks
+ * ahead) and what is due there fires, in one call. */
+static void test_wheel_advance_to_next(void) {
+    tw_wheel *wheel = NULL;
+    wheel_log log;
+    memset(&log, 0, sizeof log);
+    uint64_t tick = 0, k[3] = {0, 0, 0};
+    size_t expired = 9;
+    bool complete = false;
+
+    CHECK_OK(tw_wheel_new(0, &wheel));
+    log.wheel = wheel;
+    CHECK_OK(tw_wheel_schedule(wheel, 10, (void *)(uintptr_t)1, &k[0]));
+    CHECK_OK(tw_wheel_schedule(wheel, 10, (void *)(uintptr_t)2, &k[1]));
+    CHECK_OK(tw_wheel_schedule(wheel, 25, (void *)(uintptr_t)3, &k[2]));
+
+    /* Errors move no time. */
+    CHECK_RESULT(tw_wheel_advance_to_next(NULL, 100, false, 10, on_wheel, &log, &tick, NULL, NULL),
+                 TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_advance_to_next(wheel, 100, false, 10, NULL, NULL, &tick, NULL, NULL),
+                 TW_NULL_POINTER);
+    CHECK_OK(tw_wheel_now(wheel, &tick));
+    CHECK(tick == 0);
+
+    /* A cap short of the next event: time moves by the cap, nothing fires. */
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 4, false, 10, on_wheel, &log, &tick, &expired,
+                                      &complete));
+    CHECK(tick == 4 && expired == 0 && complete && log.n == 0);
+
+    /* The max cap stops it inside the tick; the next call finishes it. */
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 100, false, 1, on_wheel, &log, &tick, &expired,
+                                      &complete));
+    CHECK(tick == 10 && expired == 1 && !complete && log.n == 1 && log.order[0] == 1);
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 100, false, 10, on_wheel, &log, &tick, &expired,
+                                      &complete));
+    CHECK(tick == 10 && expired == 1 && complete && log.n == 2 && log.order[1] == 2);
+    CHECK_RESULT(tw_wheel_cancel(wheel, k[0], NULL), TW_STALE_HANDLE);
+
+    /* keep: the fired timer stays under its key and can be armed again. */
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 100, true, 10, on_wheel, &log, &tick, &expired,
+                                      &complete));
+    CHECK(tick == 25 && expired == 1 && complete && log.n == 3 && log.at[2] == 25);
+    CHECK_OK(tw_wheel_reschedule_after(wheel, k[2], 5));
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 100, true, 10, on_wheel, &log, NULL, NULL, NULL));
+    CHECK(log.n == 4 && log.at[3] == 30);
+
+    /* Nothing armed: time moves by the cap; a cap of 0 stays put. */
+    CHECK_OK(tw_wheel_cancel(wheel, k[2], NULL));
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 70, false, 10, on_wheel, &log, &tick, &expired,
+                                      &complete));
+    CHECK(tick == 100 && expired == 0 && complete);
+    CHECK_OK(tw_wheel_advance_to_next(wheel, 0, false, 10, on_wheel, &log, &tick, NULL, NULL));
+    CHECK(tick == 100 && log.n == 4);
+    tw_wheel_free(wheel);
+}
+
 int main(void) {
     test_results();
     test_config();
@@ -1097,6 +1153,7 @@ int main(void) {
     test_wheel();
     test_wheel_relative_and_ranges();
     test_wheel_keep();
+    test_wheel_advance_to_next();
     printf("test_c: all tests passed\n");
     return 0;
 }

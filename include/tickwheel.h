@@ -1236,6 +1236,39 @@ tw_result tw_wheel_advance_keep(const struct tw_wheel *wheel,
                                 bool *complete_out);
 
 /**
+ * Jumps the wheel's time to its next event, at most `cap` ticks ahead, and
+ * fires what is due there: `tw_wheel_ticks_to_next_event(wheel, cap)`
+ * followed by `tw_wheel_advance` (`keep` false) or `tw_wheel_advance_keep`
+ * (`keep` true) to now plus that many ticks, in one call (the step of a
+ * loop that drives virtual time, as a simulation does). `max`, `callback`,
+ * `ctx`, `expired_out` and `complete_out` are as for `tw_wheel_advance`.
+ * Writes the wheel's time after the call to `*tick_out` (may be NULL): the
+ * event's tick, or now plus `cap` when nothing was due sooner, or where the
+ * `max` cap stopped it. A `cap` of 0 fires only what is due now.
+ *
+ * Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
+ * the wheel's own callback; either way time does not move.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * Each pointer argument must be NULL or valid for its use: an object from
+ * its `_new` or `_claim` function and not yet freed, an input readable, an
+ * output writable. Callbacks must be valid functions that never unwind,
+ * with contexts that stay valid as long as described above.
+ */
+TW_MUST_USE
+tw_result tw_wheel_advance_to_next(const struct tw_wheel *wheel,
+                                   uint64_t cap,
+                                   bool keep,
+                                   size_t max,
+                                   tw_wheel_expired_fn callback,
+                                   void *ctx,
+                                   uint64_t *tick_out,
+                                   size_t *expired_out,
+                                   bool *complete_out);
+
+/**
  * Removes every armed timer, and every timer held by
  * `tw_wheel_advance_keep` (`deadline` is then the tick it fired at),
  * calling `callback(ctx, key, deadline, payload)` for each (in no

@@ -578,6 +578,77 @@ pub unsafe extern "C" fn tw_wheel_advance_keep(
     }
 }
 
+/// Jumps the wheel's time to its next event, at most `cap` ticks ahead, and
+/// fires what is due there: `tw_wheel_ticks_to_next_event(wheel, cap)`
+/// followed by `tw_wheel_advance` (`keep` false) or `tw_wheel_advance_keep`
+/// (`keep` true) to now plus that many ticks, in one call (the step of a
+/// loop that drives virtual time, as a simulation does). `max`, `callback`,
+/// `ctx`, `expired_out` and `complete_out` are as for `tw_wheel_advance`.
+/// Writes the wheel's time after the call to `*tick_out` (may be NULL): the
+/// event's tick, or now plus `cap` when nothing was due sooner, or where the
+/// `max` cap stopped it. A `cap` of 0 fires only what is due now.
+///
+/// Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
+/// the wheel's own callback; either way time does not move.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// Each pointer argument must be NULL or valid for its use: an object from
+/// its `_new` or `_claim` function and not yet freed, an input readable, an
+/// output writable. Callbacks must be valid functions that never unwind,
+/// with contexts that stay valid as long as described above.
+#[must_use]
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tw_wheel_advance_to_next(
+    wheel: *const tw_wheel,
+    cap: u64,
+    keep: bool,
+    max: usize,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+    tick_out: *mut u64,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+) -> tw_result {
+    boundary(|| {
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel_ref = unsafe { arg(wheel) }?;
+        // Reading the next event changes no time, so an error below still
+        // leaves the wheel as it was.
+        let target = wheel_ref.with(|w| w.now().saturating_add(w.ticks_to_next_event(cap)));
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            if keep {
+                advance_loop::<true>(
+                    wheel_ref,
+                    target,
+                    max,
+                    callback,
+                    ctx,
+                    expired_out,
+                    complete_out,
+                )?;
+            } else {
+                advance_loop::<false>(
+                    wheel_ref,
+                    target,
+                    max,
+                    callback,
+                    ctx,
+                    expired_out,
+                    complete_out,
+                )?;
+            }
+        }
+        // SAFETY: checked by `out_opt`.
+        unsafe { put_opt(tick_out, wheel_ref.with(|w| w.now())) };
+        Ok(())
+    })
+}
+
 /// The body of `tw_wheel_advance` (`KEEP == false`) and
 /// `tw_wheel_advance_keep` (`KEEP == true`): a constant, so each gets a
 /// loop of its own with one kind of poll and no test per timer.
@@ -585,7 +656,7 @@ pub unsafe extern "C" fn tw_wheel_advance_keep(
 /// # Safety
 /// As for those functions.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 unsafe fn advance_with<const KEEP: bool>(
     wheel: *const tw_wheel,
     target_tick: u64,
@@ -596,49 +667,81 @@ unsafe fn advance_with<const KEEP: bool>(
     complete_out: *mut bool,
 ) -> tw_result {
     boundary(|| {
-        let expired_out = out_opt(expired_out)?;
-        let complete_out = out_opt(complete_out)?;
-        // SAFETY: the caller passes NULL or a live wheel.
+        // SAFETY: forwarded from the caller.
         let wheel = unsafe { arg(wheel) }?;
-        let callback = callback.ok_or(tw_result::TW_NULL_POINTER)?;
-        let _advancing = wheel.enter()?;
-        // The loop of `Wheel::advance`, written out so that no borrow of the
-        // wheel is live while C runs.
-        let target = target_tick.max(wheel.with(|w| w.now()));
-        let mut expired = 0;
-        // Cleared when the loop finds nothing more due by `target`.
-        let mut stopped_at_cap = true;
-        while expired < max {
-            let fired = wheel.with(|w| {
-                if KEEP {
-                    w.poll_keep(target)
-                } else {
-                    w.poll(target)
-                }
-            });
-            match fired {
-                Some(timer) => {
-                    expired += 1;
-                    // SAFETY: the caller's function and context; the header
-                    // forbids unwinding.
-                    unsafe { callback(ctx, key_to_c(timer.key), timer.deadline, timer.value) };
-                    // No "anything else due?" check here: the next poll
-                    // answers it with the same one mask (as `Wheel::advance`).
-                }
-                None => {
-                    stopped_at_cap = false;
-                    break;
-                }
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            advance_loop::<KEEP>(
+                wheel,
+                target_tick,
+                max,
+                callback,
+                ctx,
+                expired_out,
+                complete_out,
+            )
+        }
+    })
+}
+
+/// The checks and loop of [`advance_with`], inside the caller's panic
+/// boundary. Always inlined: each exported function then has a boundary
+/// closure of its own that the compiler inlines into it (a closure shared
+/// by two exported functions was left out of line, which cost the C port
+/// of Ratas' workload 9 % more instructions).
+///
+/// # Safety
+/// As for [`advance_with`].
+#[inline(always)]
+unsafe fn advance_loop<const KEEP: bool>(
+    wheel: &tw_wheel,
+    target_tick: u64,
+    max: usize,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+) -> Result<(), tw_result> {
+    let expired_out = out_opt(expired_out)?;
+    let complete_out = out_opt(complete_out)?;
+    let callback = callback.ok_or(tw_result::TW_NULL_POINTER)?;
+    let _advancing = wheel.enter()?;
+    // The loop of `Wheel::advance`, written out so that no borrow of the
+    // wheel is live while C runs.
+    let target = target_tick.max(wheel.with(|w| w.now()));
+    let mut expired = 0;
+    // Cleared when the loop finds nothing more due by `target`.
+    let mut stopped_at_cap = true;
+    while expired < max {
+        let fired = wheel.with(|w| {
+            if KEEP {
+                w.poll_keep(target)
+            } else {
+                w.poll(target)
+            }
+        });
+        match fired {
+            Some(timer) => {
+                expired += 1;
+                // SAFETY: the caller's function and context; the header
+                // forbids unwinding.
+                unsafe { callback(ctx, key_to_c(timer.key), timer.deadline, timer.value) };
+                // No "anything else due?" check here: the next poll
+                // answers it with the same one mask (as `Wheel::advance`).
+            }
+            None => {
+                stopped_at_cap = false;
+                break;
             }
         }
-        let complete = !stopped_at_cap || wheel.with(|w| w.finish_capped_advance(target));
-        // SAFETY: checked by `out_opt`.
-        unsafe {
-            put_opt(expired_out, expired);
-            put_opt(complete_out, complete);
-        }
-        Ok(())
-    })
+    }
+    let complete = !stopped_at_cap || wheel.with(|w| w.finish_capped_advance(target));
+    // SAFETY: checked by `out_opt`.
+    unsafe {
+        put_opt(expired_out, expired);
+        put_opt(complete_out, complete);
+    }
+    Ok(())
 }
 
 /// Removes every armed timer, and every timer held by
