@@ -5,7 +5,7 @@ use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::wheel::tw_wheel_advance_keep;
+use super::wheel::{tw_wheel_advance_keep, tw_wheel_advance_to_next};
 use super::*;
 
 fn name(result: tw_result) -> &'static str {
@@ -304,6 +304,111 @@ fn c_advance_matches_wheel_advance() {
             }
             assert_eq!(driven.fired, expected, "keep {keep}");
             assert!(expected.len() > timers, "too few timers fired to compare");
+            tw_wheel_free(c);
+        }
+    }
+}
+
+/// `tw_wheel_advance_to_next` is `ticks_to_next_event(cap)` followed by an
+/// advance to now plus that: the same timers at the same ticks in the same
+/// order, the same counts, completion and time as the Rust `Wheel` doing
+/// those two steps, with caps, short horizons and re-arming callbacks.
+#[test]
+fn c_advance_to_next_matches_next_event_then_advance() {
+    let (timers, steps) = if cfg!(miri) { (12, 80) } else { (120, 400) };
+    for keep in [false, true] {
+        let mut rust = crate::Wheel::<usize>::new();
+        let mut c = ptr::null_mut();
+        // SAFETY: `c` comes from `tw_wheel_new` and is freed last; every
+        // other pointer is a live local.
+        unsafe {
+            assert_eq!(tw_wheel_new(0, &mut c), tw_result::TW_OK);
+            for x in 1..=timers {
+                let deadline = if x % 10 == 0 {
+                    10_000 + x as u64 * 97
+                } else {
+                    (x as u64 * 7919) % 3000
+                };
+                rust.insert_at(deadline, x);
+                let mut key = 0;
+                let payload = std::ptr::without_provenance_mut(x);
+                assert_eq!(
+                    tw_wheel_schedule(c, deadline, payload, &mut key),
+                    tw_result::TW_OK
+                );
+            }
+            let mut driven = Driven {
+                wheel: c,
+                keep,
+                fired: Vec::new(),
+            };
+            let mut expected = Vec::new();
+            for step in 0..steps {
+                // Horizons shorter and longer than the gaps between timers,
+                // and 0 (only what is due now).
+                let cap = [0u64, 5, 50, 500, 5000][step % 5];
+                let max = [usize::MAX, 1, 3, 7][step % 4];
+                let on_expired = |wheel: &mut crate::Wheel<usize>, timer: crate::Expired<usize>| {
+                    expected.push((timer.value, timer.deadline));
+                    if rearms(timer.value, timer.deadline, expected.len()) {
+                        let delay = (timer.value % 5) as u64;
+                        if keep {
+                            wheel.reschedule(timer.key, delay).unwrap();
+                        } else {
+                            wheel.insert(delay, timer.value);
+                        }
+                    }
+                };
+                let target = rust.now() + rust.ticks_to_next_event(cap);
+                let want = if keep {
+                    rust.advance_keep(target, max, on_expired)
+                } else {
+                    rust.advance(target, max, on_expired)
+                };
+                let (mut expired, mut complete, mut now) = (0usize, false, 0u64);
+                let ctx = (&raw mut driven).cast::<c_void>();
+                assert_eq!(
+                    tw_wheel_advance_to_next(
+                        c,
+                        cap,
+                        keep,
+                        max,
+                        Some(drive),
+                        ctx,
+                        &mut now,
+                        &mut expired,
+                        &mut complete
+                    ),
+                    tw_result::TW_OK
+                );
+                assert_eq!(
+                    (expired, complete, now),
+                    (want.expired, want.complete, rust.now()),
+                    "keep {keep}, step {step}, cap {cap}, max {max}"
+                );
+            }
+            assert_eq!(driven.fired, expected, "keep {keep}");
+            assert!(expected.len() > timers, "too few timers fired to compare");
+            // Errors move no time.
+            let mut before = 0;
+            assert_eq!(tw_wheel_now(c, &mut before), tw_result::TW_OK);
+            assert_eq!(
+                tw_wheel_advance_to_next(
+                    c,
+                    100,
+                    keep,
+                    1,
+                    None,
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    ptr::null_mut()
+                ),
+                tw_result::TW_NULL_POINTER
+            );
+            let mut after = 0;
+            assert_eq!(tw_wheel_now(c, &mut after), tw_result::TW_OK);
+            assert_eq!(before, after);
             tw_wheel_free(c);
         }
     }
