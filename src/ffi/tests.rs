@@ -198,6 +198,54 @@ fn rearms(value: usize, deadline: u64, fired: usize) -> bool {
     value % 3 == 0 && deadline < 4000 && (value % 5 != 0 || fired % 2 == 1)
 }
 
+/// A Rust `Wheel` and a C wheel holding the same `timers` timers (payload
+/// `x` for the `x`-th), on level 0 and higher levels, several sharing ticks.
+///
+/// # Safety
+/// The caller frees the C wheel with `tw_wheel_free`.
+unsafe fn twin_wheels(timers: usize) -> (crate::Wheel<usize>, *mut tw_wheel) {
+    let mut rust = crate::Wheel::<usize>::new();
+    let mut c = ptr::null_mut();
+    // SAFETY: every pointer is a live local; `c` is live once created.
+    unsafe {
+        assert_eq!(tw_wheel_new(0, &mut c), tw_result::TW_OK);
+        for x in 1..=timers {
+            let deadline = if x % 10 == 0 {
+                10_000 + x as u64 * 97
+            } else {
+                (x as u64 * 7919) % 3000
+            };
+            rust.insert_at(deadline, x);
+            let mut key = 0;
+            let payload = std::ptr::without_provenance_mut(x);
+            assert_eq!(
+                tw_wheel_schedule(c, deadline, payload, &mut key),
+                tw_result::TW_OK
+            );
+        }
+    }
+    (rust, c)
+}
+
+/// What `drive` does on the C side, on the Rust `Wheel`: log the timer and
+/// maybe arm it again.
+fn rust_fired(
+    expected: &mut Vec<(usize, u64)>,
+    keep: bool,
+    wheel: &mut crate::Wheel<usize>,
+    timer: crate::Expired<usize>,
+) {
+    expected.push((timer.value, timer.deadline));
+    if rearms(timer.value, timer.deadline, expected.len()) {
+        let delay = (timer.value % 5) as u64;
+        if keep {
+            wheel.reschedule(timer.key, delay).unwrap();
+        } else {
+            wheel.insert(delay, timer.value);
+        }
+    }
+}
+
 unsafe extern "C" fn drive(ctx: *mut c_void, key: u64, deadline: u64, payload: *mut c_void) {
     // SAFETY: `ctx` is the test's live `Driven`.
     let driven = unsafe { &mut *ctx.cast::<Driven>() };
@@ -228,27 +276,10 @@ fn c_advance_matches_wheel_advance() {
     // Smaller under Miri (its ffi:: step in .ci/run runs this too).
     let (timers, steps) = if cfg!(miri) { (12, 16) } else { (120, 150) };
     for keep in [false, true] {
-        let mut rust = crate::Wheel::<usize>::new();
-        let mut c = ptr::null_mut();
-        // SAFETY: `c` comes from `tw_wheel_new` and is freed last; every
+        // SAFETY: `c` comes from `twin_wheels` and is freed last; every
         // other pointer is a live local.
         unsafe {
-            assert_eq!(tw_wheel_new(0, &mut c), tw_result::TW_OK);
-            // Level 0 and higher levels; several timers share ticks.
-            for x in 1..=timers {
-                let deadline = if x % 10 == 0 {
-                    10_000 + x as u64 * 97
-                } else {
-                    (x as u64 * 7919) % 3000
-                };
-                rust.insert_at(deadline, x);
-                let mut key = 0;
-                let payload = std::ptr::without_provenance_mut(x);
-                assert_eq!(
-                    tw_wheel_schedule(c, deadline, payload, &mut key),
-                    tw_result::TW_OK
-                );
-            }
+            let (mut rust, c) = twin_wheels(timers);
             let mut driven = Driven {
                 wheel: c,
                 keep,
@@ -260,15 +291,7 @@ fn c_advance_matches_wheel_advance() {
                 target += (step * 37) % 300 + 1;
                 let max = [usize::MAX, 1, 3, 7][step as usize % 4];
                 let on_expired = |wheel: &mut crate::Wheel<usize>, timer: crate::Expired<usize>| {
-                    expected.push((timer.value, timer.deadline));
-                    if rearms(timer.value, timer.deadline, expected.len()) {
-                        let delay = (timer.value % 5) as u64;
-                        if keep {
-                            wheel.reschedule(timer.key, delay).unwrap();
-                        } else {
-                            wheel.insert(delay, timer.value);
-                        }
-                    }
+                    rust_fired(&mut expected, keep, wheel, timer);
                 };
                 let want = if keep {
                     rust.advance_keep(target, max, on_expired)
@@ -317,26 +340,10 @@ fn c_advance_matches_wheel_advance() {
 fn c_advance_to_next_matches_next_event_then_advance() {
     let (timers, steps) = if cfg!(miri) { (12, 80) } else { (120, 400) };
     for keep in [false, true] {
-        let mut rust = crate::Wheel::<usize>::new();
-        let mut c = ptr::null_mut();
-        // SAFETY: `c` comes from `tw_wheel_new` and is freed last; every
+        // SAFETY: `c` comes from `twin_wheels` and is freed last; every
         // other pointer is a live local.
         unsafe {
-            assert_eq!(tw_wheel_new(0, &mut c), tw_result::TW_OK);
-            for x in 1..=timers {
-                let deadline = if x % 10 == 0 {
-                    10_000 + x as u64 * 97
-                } else {
-                    (x as u64 * 7919) % 3000
-                };
-                rust.insert_at(deadline, x);
-                let mut key = 0;
-                let payload = std::ptr::without_provenance_mut(x);
-                assert_eq!(
-                    tw_wheel_schedule(c, deadline, payload, &mut key),
-                    tw_result::TW_OK
-                );
-            }
+            let (mut rust, c) = twin_wheels(timers);
             let mut driven = Driven {
                 wheel: c,
                 keep,
@@ -349,15 +356,7 @@ fn c_advance_to_next_matches_next_event_then_advance() {
                 let cap = [0u64, 5, 50, 500, 5000][step % 5];
                 let max = [usize::MAX, 1, 3, 7][step % 4];
                 let on_expired = |wheel: &mut crate::Wheel<usize>, timer: crate::Expired<usize>| {
-                    expected.push((timer.value, timer.deadline));
-                    if rearms(timer.value, timer.deadline, expected.len()) {
-                        let delay = (timer.value % 5) as u64;
-                        if keep {
-                            wheel.reschedule(timer.key, delay).unwrap();
-                        } else {
-                            wheel.insert(delay, timer.value);
-                        }
-                    }
+                    rust_fired(&mut expected, keep, wheel, timer);
                 };
                 let target = rust.now() + rust.ticks_to_next_event(cap);
                 let want = if keep {

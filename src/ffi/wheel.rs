@@ -619,30 +619,23 @@ pub unsafe extern "C" fn tw_wheel_advance_to_next(
         // Reading the next event changes no time, so an error below still
         // leaves the wheel as it was.
         let target = wheel_ref.with(|w| w.now().saturating_add(w.ticks_to_next_event(cap)));
+        let args = AdvanceArgs {
+            max,
+            callback,
+            ctx,
+            expired_out,
+            complete_out,
+        };
+        // One loop per kind of poll, as for the two advance functions
+        // (written out: through a function pointer the loop is not inlined).
         // SAFETY: forwarded from the caller.
         unsafe {
             if keep {
-                advance_loop::<true>(
-                    wheel_ref,
-                    target,
-                    max,
-                    callback,
-                    ctx,
-                    expired_out,
-                    complete_out,
-                )?;
+                advance_loop::<true>(wheel_ref, target, args)
             } else {
-                advance_loop::<false>(
-                    wheel_ref,
-                    target,
-                    max,
-                    callback,
-                    ctx,
-                    expired_out,
-                    complete_out,
-                )?;
+                advance_loop::<false>(wheel_ref, target, args)
             }
-        }
+        }?;
         // SAFETY: checked by `out_opt`.
         unsafe { put_opt(tick_out, wheel_ref.with(|w| w.now())) };
         Ok(())
@@ -669,19 +662,27 @@ unsafe fn advance_with<const KEEP: bool>(
     boundary(|| {
         // SAFETY: forwarded from the caller.
         let wheel = unsafe { arg(wheel) }?;
+        let args = AdvanceArgs {
+            max,
+            callback,
+            ctx,
+            expired_out,
+            complete_out,
+        };
         // SAFETY: forwarded from the caller.
-        unsafe {
-            advance_loop::<KEEP>(
-                wheel,
-                target_tick,
-                max,
-                callback,
-                ctx,
-                expired_out,
-                complete_out,
-            )
-        }
+        unsafe { advance_loop::<KEEP>(wheel, target_tick, args) }
     })
+}
+
+/// The arguments of an advance that only its loop reads, as the C caller
+/// passed them.
+#[derive(Clone, Copy)]
+struct AdvanceArgs {
+    max: usize,
+    callback: tw_wheel_expired_fn,
+    ctx: *mut c_void,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
 }
 
 /// The checks and loop of [`advance_with`], inside the caller's panic
@@ -696,12 +697,15 @@ unsafe fn advance_with<const KEEP: bool>(
 unsafe fn advance_loop<const KEEP: bool>(
     wheel: &tw_wheel,
     target_tick: u64,
-    max: usize,
-    callback: tw_wheel_expired_fn,
-    ctx: *mut c_void,
-    expired_out: *mut usize,
-    complete_out: *mut bool,
+    args: AdvanceArgs,
 ) -> Result<(), tw_result> {
+    let AdvanceArgs {
+        max,
+        callback,
+        ctx,
+        expired_out,
+        complete_out,
+    } = args;
     let expired_out = out_opt(expired_out)?;
     let complete_out = out_opt(complete_out)?;
     let callback = callback.ok_or(tw_result::TW_NULL_POINTER)?;
