@@ -254,6 +254,30 @@ impl Hierarchy {
         self.place(nodes, index, deadline, seq);
     }
 
+    /// [`link`](Self::link) with an arming number chosen by the caller (the
+    /// simulation's own sequence numbers, so that its events need not carry
+    /// a second copy): the order rules above need it to be at least every
+    /// number given out before, as `take_seq`'s would be; later numbers
+    /// continue after it.
+    #[inline]
+    pub(crate) fn link_numbered<N: Nodes>(
+        &mut self,
+        nodes: &mut N,
+        index: u32,
+        deadline: u64,
+        seq: u64,
+    ) {
+        debug_assert!(N::ORDERED, "only an ordered store keeps arming numbers");
+        assert!(
+            seq >= self.next_seq,
+            "arming number {seq} is below one already given out ({})",
+            self.next_seq
+        );
+        // As in `take_seq`: 2^64 armings never happen.
+        self.next_seq = seq + 1;
+        self.place(nodes, index, deadline, Some(seq));
+    }
+
     /// The next arming sequence number.
     #[inline]
     fn take_seq(&mut self) -> u64 {

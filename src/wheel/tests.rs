@@ -1142,3 +1142,47 @@ fn advance_fires_what_a_callback_arms_for_now_or_before_the_target() {
     );
     assert_eq!(wheel.now(), 55);
 }
+
+/// Arming numbers chosen by the caller (the simulation's sequence numbers)
+/// are the ones same-tick order goes by, on level 0 and after cascades, and
+/// the ones `number_of` and `poll_numbered` give back; the wheel's own
+/// numbering continues after them.
+#[test]
+fn caller_numbered_armings_keep_their_numbers_and_order() {
+    let mut wheel = Wheel::new();
+    // One tick on level 0 and one that cascades from a higher level; on
+    // each, numbered and plain armings interleave.
+    let (a, b) = (g(5), g(2) + 3);
+    for (deadline, base) in [(a, 100), (b, 2_000)] {
+        let first = wheel.insert_at_numbered(deadline, base, "first");
+        let second = wheel.insert_at(deadline, "second");
+        let third = wheel.insert_at_numbered(deadline, base + 900, "third");
+        assert_eq!(wheel.number_of(first), Some(base));
+        assert_eq!(wheel.number_of(second), Some(base + 1));
+        assert_eq!(wheel.number_of(third), Some(base + 900));
+    }
+    let mut fired = Vec::new();
+    while let Some((timer, seq)) = wheel.poll_numbered(u64::MAX) {
+        assert_eq!(wheel.number_of(timer.key), None, "fired: stale");
+        fired.push((timer.deadline, timer.value, seq));
+    }
+    assert_eq!(
+        fired,
+        [
+            (a, "first", 100),
+            (a, "second", 101),
+            (a, "third", 1_000),
+            (b, "first", 2_000),
+            (b, "second", 2_001),
+            (b, "third", 2_900),
+        ]
+    );
+}
+
+#[test]
+#[should_panic(expected = "below one already given out")]
+fn a_caller_arming_number_below_one_given_out_panics() {
+    let mut wheel = Wheel::new();
+    let _ = wheel.insert_at_numbered(10, 5, ());
+    let _ = wheel.insert_at_numbered(10, 4, ());
+}
