@@ -227,6 +227,15 @@ fn locate(index: u32) -> (usize, usize) {
     )
 }
 
+/// Panics unless slots `0..end` can all be named by a handle (`end` at most
+/// 2^28): the fresh slots an allocation is about to hand out.
+fn assert_nameable(end: u64) {
+    assert!(
+        end <= 1 << super::timer::INDEX_BITS,
+        "tickwheel: 2^28 timer slots (the most one service can name) exhausted"
+    );
+}
+
 /// Frees segment number `segment`, installed at `raw`.
 ///
 /// # Safety
@@ -304,10 +313,7 @@ impl Arena {
             return index;
         }
         let index = self.fresh.fetch_add(1, Ordering::AcqRel);
-        assert!(
-            index < 1 << super::timer::INDEX_BITS,
-            "tickwheel: 2^28 timer slots (the most one service can name) exhausted"
-        );
+        assert_nameable(u64::from(index) + 1);
         let (segment, _) = locate(index);
         self.install_segment(segment);
         index
@@ -328,10 +334,7 @@ impl Arena {
         let mut fresh = self.fresh.load(Ordering::Acquire);
         let start = loop {
             let start = fresh.next_multiple_of(step);
-            assert!(
-                start + step <= 1 << super::timer::INDEX_BITS,
-                "tickwheel: 2^28 timer slots (the most one service can name) exhausted"
-            );
+            assert_nameable(u64::from(start) + u64::from(step));
             match self.fresh.compare_exchange(
                 fresh,
                 start + step,
