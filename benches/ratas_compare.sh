@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Ratas' benchmark workload, side by side: Ratas' own binary (if given),
 # tickwheel's `Wheel` (benches/ratas.rs) and tickwheel's C ABI
-# (ffi-tests/ratas_workload.c). User CPU seconds, paired alternating runs.
+# (ffi-tests/ratas_workload.c), built with gcc -O3 against the static
+# library and, when a clang is found, with cross-language LTO (README,
+# "Linking with cross-language LTO"; `ffi-tests/run.sh lto` builds it).
+# User CPU seconds, paired alternating runs.
 #
 # Usage: RATAS_BENCH=/path/to/ratas_benchmark bash benches/ratas_compare.sh
 #   RATAS_PAIRS (default "5 100 1000"), RATAS_ROUNDS (default 3).
@@ -31,6 +34,13 @@ c_bench="$target_dir/release/ratas_workload_c"
 # port (opt-level 3): the three then differ only in their code.
 gcc -std=c11 -O3 -Wall -Wextra -Werror -Iinclude -o "$c_bench" ffi-tests/ratas_workload.c \
     "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
+# The LTO build, when a usable clang is there (the mode checks its version).
+lto_bench=""
+if bash ffi-tests/run.sh lto >/tmp/tw_ratas_lto.log 2>&1; then
+    lto_bench=ffi-tests/build/ratas_workload_lto
+else
+    echo "C ABI with cross-language LTO: not built ($(grep -m1 '^lto:' /tmp/tw_ratas_lto.log || tail -n 1 /tmp/tw_ratas_lto.log))"
+fi
 
 # One run of a Ratas-style binary: prints "seconds checksum".
 run_env() {
@@ -44,11 +54,11 @@ run_rust() {
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | C ABI (s) | C/Wheel | checksums |"
-echo "|---:|:---:|---:|---:|---:|---:|---:|---|"
+echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | C ABI (s) | C/Wheel | C ABI, LTO (s) | LTO/Wheel | checksums (Ratas / Wheel / C / LTO) |"
+echo "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for p in $pairs; do
     for range in yes no; do
-        : >/tmp/tw_ratas_r; : >/tmp/tw_ratas_w; : >/tmp/tw_ratas_c
+        : >/tmp/tw_ratas_r; : >/tmp/tw_ratas_w; : >/tmp/tw_ratas_c; : >/tmp/tw_ratas_l
         sums=""
         for _ in $(seq "$rounds"); do
             if [ -n "$ratas" ]; then
@@ -56,11 +66,15 @@ for p in $pairs; do
             fi
             read -r s c < <(run_rust "$p" "$range"); echo "$s" >>/tmp/tw_ratas_w; sw=$c
             read -r s c < <(run_env "$p" "$range" "$c_bench"); echo "$s" >>/tmp/tw_ratas_c; sc=$c
-            sums="${sr:-n/a} / $sw / $sc"
+            if [ -n "$lto_bench" ]; then
+                read -r s c < <(run_env "$p" "$range" "$lto_bench"); echo "$s" >>/tmp/tw_ratas_l; sl=$c
+            fi
+            sums="${sr:-n/a} / $sw / $sc / ${sl:-n/a}"
         done
         w=$(median </tmp/tw_ratas_w); cc=$(median </tmp/tw_ratas_c)
         if [ -n "$ratas" ]; then r=$(median </tmp/tw_ratas_r); wr=$(awk -v a="$w" -v b="$r" 'BEGIN{printf "%.2fx", a/b}'); else r="not found"; wr="-"; fi
         cw=$(awk -v a="$cc" -v b="$w" 'BEGIN{printf "%.2fx", a/b}')
-        echo "| $p | $range | $r | $w | $wr | $cc | $cw | $sums |"
+        if [ -n "$lto_bench" ]; then l=$(median </tmp/tw_ratas_l); lw=$(awk -v a="$l" -v b="$w" 'BEGIN{printf "%.2fx", a/b}'); else l="not built"; lw="-"; fi
+        echo "| $p | $range | $r | $w | $wr | $cc | $cw | $l | $lw | $sums |"
     done
 done

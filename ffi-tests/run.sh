@@ -6,11 +6,17 @@
 #   valgrind   valgrind --error-exitcode=1 --leak-check=full
 #   tsan       the C++ tests built with -fsanitize=thread against a
 #              TSan-instrumented build of the library (nightly, -Zbuild-std)
+#   lto        cross-language LTO, as README "Linking with cross-language
+#              LTO" describes: the library as LLVM bitcode, the C tests and
+#              the Ratas workload port with clang -flto=thin, linked by the
+#              toolchain's rust-lld, so the C callers inline the hot calls;
+#              checks that they did, and that the port's checksum is the
+#              one of the gcc-built port. Needs clang (LLVM <= rustc's).
 #   overload   a measurement, not a test: ffi-tests/overload.c (8 threads
 #              arming 1.6 M timers on 4 shards; BENCHMARKS.md, issue 12
 #              Build 7) against the release library, as a C user builds it.
 #              Arguments after `overload` go to the program (see its top).
-# Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind|tsan]...
+# Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind|tsan|lto]...
 #        bash ffi-tests/run.sh overload [threads timers_per_thread shards max_delay_ms timeout_s arm_nice lend]
 #        (default: plain shared asan valgrind; tsan needs the nightly
 #        toolchain with rust-src, so it runs only when named)
@@ -141,8 +147,53 @@ for mode in "${modes[@]}"; do
         run_cpp "_tsan"
         unset TSAN_OPTIONS
         ;;
+    lto)
+        step "cross-language LTO (clang -flto=thin, rust-lld)"
+        # The linker must read both sides' bitcode: the toolchain's own
+        # rust-lld (LLVM as new as rustc's) does; a clang as old as or older
+        # than rustc's LLVM writes bitcode it reads.
+        llvm_major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+        clang=""
+        for candidate in clang $(seq -f 'clang-%g' "$llvm_major" -1 14); do
+            command -v "$candidate" >/dev/null || continue
+            major=$("$candidate" -dumpversion | cut -d. -f1)
+            if [ "$major" -le "$llvm_major" ]; then clang=$candidate; break; fi
+        done
+        [ -n "$clang" ] || { echo "lto: no clang with LLVM <= $llvm_major on PATH" >&2; exit 1; }
+        host=$(rustc -vV | sed -n 's/^host: //p')
+        gcc_ld="$(rustc --print sysroot)/lib/rustlib/$host/bin/gcc-ld"
+        [ -x "$gcc_ld/ld.lld" ] || { echo "lto: the toolchain has no rust-lld ($gcc_ld)" >&2; exit 1; }
+        echo "$clang ($("$clang" -dumpversion)), rustc's LLVM $llvm_major, linker $gcc_ld/ld.lld"
+        RUSTFLAGS="-Clinker-plugin-lto" CARGO_TARGET_DIR="$target_dir/xlto" \
+            cargo rustc --release --lib --crate-type staticlib --quiet
+        lto_lib="$target_dir/xlto/release/libtickwheel.a"
+        # ThinLTO imports functions of up to 100 instructions and inlines
+        # below a cost of 250 by default: the hot entry points (checks,
+        # panic boundary, the wheel's fast path) are bigger, so raise both.
+        lto_flags=(--target="$host" -O3 -flto=thin -B"$gcc_ld" -fuse-ld=lld
+            -Wl,-mllvm,-import-instr-limit=1000 -Wl,-mllvm,-inline-threshold=2000)
+        lto_c() { "$clang" -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude "${lto_flags[@]}" "$@" "$lto_lib" "${libs[@]}"; }
+        lto_c -o "$build/test_c_lto" ffi-tests/test_c.c
+        lto_c -o "$build/test_threads_lto" ffi-tests/test_threads.c
+        lto_c -o "$build/ratas_workload_lto" ffi-tests/ratas_workload.c
+        "$build/test_c_lto"
+        "$build/test_threads_lto"
+        # The port's hot calls (reschedule, cancel, advance) must be inlined:
+        # a call left to any of them means the recipe no longer works.
+        left=$(objdump -d --no-show-raw-insn "$build/ratas_workload_lto" |
+            grep -cE 'call +[0-9a-f]+ <tw_wheel_(cancel|advance_to_next|reschedule_in_range_after)>' || true)
+        [ "$left" -eq 0 ] || { echo "lto: $left calls to hot tw_wheel_* functions were not inlined" >&2; exit 1; }
+        gcc -std=c11 -O2 -Iinclude -o "$build/ratas_workload_gcc" ffi-tests/ratas_workload.c \
+            "$target_dir/ffi/debug/libtickwheel.a" "${libs[@]}"
+        for range in yes no; do
+            lto_sum=$(BENCH_PAIR_COUNT=20 BENCH_ALLOW_SCHEDULE_IN_RANGE=$range "$build/ratas_workload_lto" | cut -d, -f5)
+            gcc_sum=$(BENCH_PAIR_COUNT=20 BENCH_ALLOW_SCHEDULE_IN_RANGE=$range "$build/ratas_workload_gcc" | cut -d, -f5)
+            echo "Ratas workload, 20 pairs, range $range: checksum $lto_sum (LTO) / $gcc_sum (gcc, debug library)"
+            [ -n "$lto_sum" ] && [ "$lto_sum" = "$gcc_sum" ] || { echo "lto: checksums differ" >&2; exit 1; }
+        done
+        ;;
     *)
-        echo "unknown mode: $mode (plain, shared, asan, valgrind, tsan; overload alone)" >&2
+        echo "unknown mode: $mode (plain, shared, asan, valgrind, tsan, lto; overload alone)" >&2
         exit 2
         ;;
     esac
