@@ -2,7 +2,8 @@
 //! start and stop timers as fast as they can?
 //!
 //! ```sh
-//! cargo run --release --example churn_lateness -- [--impl tickwheel|tokio|both] \
+//! cargo run --release --example churn_lateness -- \
+//!     [--impl tickwheel|tickwheel-pool|tokio|both|all] \
 //!     [--timers 200000] [--seconds 12] [--arm-threads 4] [--churn-threads 4] \
 //!     [--drain 3] [--tokio-workers N] [--churn-batch 256]
 //! ```
@@ -23,13 +24,21 @@
 //!   then the program reports and exits, whether or not they did. Total run
 //!   time is at most `seconds + drain` plus shutdown.
 //!
-//! tickwheel: a `TimerService` with `Driver::Threads` (one shard per core);
-//! arming threads and churn threads own no shard, so every operation goes
-//! through a shard's intake. Measured timers use `TimerSpec::at(deadline)`
-//! and `Timer::forget`; churn is `start` + `Timer::cancel`. Also printed:
+//! tickwheel (`--impl tickwheel`, and `both`): a `TimerService` with
+//! `Driver::Threads` (one shard per core); arming threads and churn threads
+//! own no shard, so every operation goes through a shard's intake.
+//! Measured timers use `TimerSpec::at(deadline)` and `Timer::forget`; churn
+//! is `start` + `Timer::cancel`. Also printed (both tickwheel variants):
 //! `stats()` lateness beside the external figures (the issue wants them
 //! within 10 %), and the arena (`stats().slots`) against the peak of live
 //! timers.
+//!
+//! tickwheel in a pool (`--impl tickwheel-pool`, and `all`): the thread-pool
+//! shape of tokio's side below. `--tokio-workers` workers each own a shard
+//! of a `Driver::Embedded` service; the churn loops are tasks on those
+//! workers (a batch of `--churn-batch` pairs each in turn, the shard polled
+//! after each batch), so there are never more busy threads than workers.
+//! The arming threads are the same as above.
 //!
 //! tokio: a multi-thread runtime (`--tokio-workers`, default one per core).
 //! Each measured timer is a task doing `sleep_until(deadline).await` and then
@@ -58,6 +67,8 @@ use tickwheel::{Driver, Stats, TimerService, TimerSpec};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Impl {
     Tickwheel,
+    /// tickwheel as a thread pool embeds it: see `run_tickwheel_pool`.
+    TickwheelPool,
     Tokio,
 }
 
@@ -112,8 +123,10 @@ fn parse_args() -> Config {
             "--impl" => {
                 config.impls = match value().as_str() {
                     "tickwheel" => vec![Impl::Tickwheel],
+                    "tickwheel-pool" => vec![Impl::TickwheelPool],
                     "tokio" => vec![Impl::Tokio],
                     "both" => vec![Impl::Tickwheel, Impl::Tokio],
+                    "all" => vec![Impl::Tickwheel, Impl::TickwheelPool, Impl::Tokio],
                     other => usage(&format!("--impl: unknown implementation {other:?}")),
                 }
             }
@@ -393,6 +406,144 @@ fn run_tickwheel(config: &Config) -> String {
         "tickwheel: Driver::Threads, {} shards{}",
         service.shard_count(),
         if config.lend { "" } else { ", not lent" }
+    );
+    report(
+        config,
+        &title,
+        &record,
+        churn_end,
+        drained,
+        end,
+        peaks,
+        hwm,
+        Some(&stats),
+    )
+}
+
+/// tickwheel inside a thread pool, shaped as tokio's side is: `--tokio-workers`
+/// worker threads (one per core by default), each owning one shard of a
+/// `Driver::Embedded` service. The `--churn-threads` churn loops are tasks
+/// spread over the workers (task `k` on worker `k % workers`), as tokio's
+/// churn tasks are spread over its workers; a worker runs a batch of
+/// `--churn-batch` START + cancel pairs of each of its tasks in turn and
+/// polls its shard after each batch, as a tokio worker runs a task until it
+/// yields and then turns its timer wheel. The arming threads own no shard:
+/// their timers go through a shard's intake (or straight in, while its
+/// worker sleeps and lends it). A worker with no churn left sleeps with its
+/// shard lent (`ShardGuard::idle`) until its next deadline or a waker call.
+fn run_tickwheel_pool(config: &Config) -> String {
+    reset_peak_rss();
+    let workers = config.tokio_workers;
+    // The waker unparks the worker that owns the shard.
+    let threads: Arc<std::sync::OnceLock<Vec<std::thread::Thread>>> = Arc::default();
+    let service = {
+        let threads = threads.clone();
+        TimerService::builder()
+            .shards(workers)
+            .driver(Driver::Embedded)
+            .waker(move |shard| {
+                if let Some(thread) = threads.get().and_then(|t| t.get(shard)) {
+                    thread.unpark();
+                }
+            })
+            .build()
+            .expect("build the service")
+    };
+    let record = Arc::new(Record::new(config.timers));
+    let done = Arc::new(AtomicBool::new(false));
+    let monitor = {
+        let service = service.clone();
+        monitor(
+            record.clone(),
+            move || Some(service.stats()),
+            config.churn_threads as u64,
+            done.clone(),
+        )
+    };
+    let pool: Vec<_> = (0..workers)
+        .map(|w| {
+            let (service, record, done) = (service.clone(), record.clone(), done.clone());
+            let tasks: Vec<u64> = (0..config.churn_threads)
+                .filter(|k| k % workers == w)
+                .map(|k| k as u64 + 1)
+                .collect();
+            let batch = config.churn_batch;
+            std::thread::spawn(move || {
+                let mut guard = service.claim_shard(w).expect("claim a worker's shard");
+                let mut rngs: Vec<Rng> = tasks.into_iter().map(Rng::new).collect();
+                while !done.load(Ordering::Relaxed) {
+                    if record.stop_churn.load(Ordering::Relaxed) || rngs.is_empty() {
+                        guard.poll().expect("poll the worker's shard");
+                        guard.idle(|sleep| {
+                            let limit = Duration::from_millis(10);
+                            std::thread::park_timeout(sleep.map_or(limit, |s| s.min(limit)))
+                        });
+                        continue;
+                    }
+                    for rng in &mut rngs {
+                        for _ in 0..batch {
+                            let counter = record.clone();
+                            let timer = service
+                                .start(rng.delay(), move |_| {
+                                    counter.churn_fired.fetch_add(1, Ordering::Relaxed);
+                                })
+                                .expect("start a churn timer");
+                            timer.cancel();
+                        }
+                        record
+                            .churn_pairs
+                            .fetch_add(batch as u64, Ordering::Relaxed);
+                        guard.poll().expect("poll the worker's shard");
+                    }
+                }
+            })
+        })
+        .collect();
+    threads
+        .set(pool.iter().map(|t| t.thread().clone()).collect())
+        .expect("set once");
+    for thread in pool.iter() {
+        // A waker call before `set` found no thread: wake each worker once.
+        thread.thread().unpark();
+    }
+    let window = arm_window(config);
+    let arming: Vec<_> = (0..config.arm_threads)
+        .map(|k| {
+            let (service, record, n) = (service.clone(), record.clone(), config.arm_threads);
+            std::thread::spawn(move || {
+                arm_share(&record.clone(), k, n, window, |index, deadline| {
+                    let record = record.clone();
+                    service
+                        .schedule(TimerSpec::at(deadline), move |_| {
+                            record.fire(index, deadline)
+                        })
+                        .expect("schedule a measured timer")
+                        .forget();
+                })
+            })
+        })
+        .collect();
+    let churn_end = Duration::from_secs_f64(config.seconds);
+    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
+    record.stop_arming.store(true, Ordering::Relaxed);
+    record.stop_churn.store(true, Ordering::Relaxed);
+    let churn_end = record.t0.elapsed();
+    for thread in arming {
+        thread.join().expect("an arming thread panicked");
+    }
+    let drained = drain(&record, Duration::from_secs_f64(config.drain));
+    let stats = service.stats();
+    done.store(true, Ordering::Relaxed);
+    for thread in pool {
+        thread.thread().unpark();
+        thread.join().expect("a worker panicked");
+    }
+    let peaks = monitor.join().expect("monitor");
+    let end = record.t0.elapsed();
+    let hwm = proc_status_kib("VmHWM:");
+    service.shutdown();
+    let title = format!(
+        "tickwheel in a pool: Driver::Embedded, {workers} workers owning a shard each, churn as tasks"
     );
     report(
         config,
@@ -692,6 +843,7 @@ fn main() {
     for imp in config.impls.clone() {
         let text = match imp {
             Impl::Tickwheel => run_tickwheel(&config),
+            Impl::TickwheelPool => run_tickwheel_pool(&config),
             Impl::Tokio => run_tokio(&config),
         };
         print!("{text}");
