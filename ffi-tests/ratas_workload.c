@@ -57,7 +57,12 @@ static void *payload(size_t unit, enum kind kind) {
     return (void *)(uintptr_t)(unit * 8 + (size_t)kind + 1);
 }
 
-static void schedule(size_t unit, enum kind kind, uint64_t delay) {
+/* schedule() and unidle() are always inlined, as the Rust port's
+ * #[inline(always)] schedule and unidle are: the two ports then differ in
+ * the calls into tickwheel, not in how their own code is laid out. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE void schedule(size_t unit, enum kind kind, uint64_t delay) {
     uint64_t *key = &units[unit].timers[kind];
     if (*key) {
         check(tw_wheel_reschedule_after(wheel, *key, delay), "reschedule");
@@ -74,7 +79,7 @@ static void cancel(size_t unit, enum kind kind) {
     }
 }
 
-static void unidle(size_t unit) {
+static ALWAYS_INLINE void unidle(size_t unit) {
     if (!in_range) {
         schedule(unit, IDLE, 60 * TIME_S);
         return;
