@@ -89,7 +89,8 @@ struct Config {
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
-        "usage: churn_lateness [--impl tickwheel|tokio|both] [--timers N] [--seconds S] \
+        "usage: churn_lateness [--impl tickwheel|tickwheel-pool|tokio|both|all] [--timers N] \
+         [--seconds S] \
          [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
          [--no-lend]"
     );
@@ -370,10 +371,11 @@ fn run_tickwheel(config: &Config) -> String {
     let churn: Vec<_> = (0..config.churn_threads)
         .map(|k| {
             let (service, record) = (service.clone(), record.clone());
+            let batch = config.churn_batch;
             std::thread::spawn(move || {
                 let mut rng = Rng::new(k as u64 + 1);
                 while !record.stop_churn.load(Ordering::Relaxed) {
-                    for _ in 0..256 {
+                    for _ in 0..batch {
                         let counter = record.clone();
                         let timer = service
                             .start(rng.delay(), move |_| {
@@ -382,7 +384,9 @@ fn run_tickwheel(config: &Config) -> String {
                             .expect("start a churn timer");
                         timer.cancel();
                     }
-                    record.churn_pairs.fetch_add(256, Ordering::Relaxed);
+                    record
+                        .churn_pairs
+                        .fetch_add(batch as u64, Ordering::Relaxed);
                 }
             })
         })
