@@ -331,28 +331,15 @@ fn arm_window(config: &Config) -> Duration {
     Duration::from_secs_f64((config.seconds - 3.0).max(1.0))
 }
 
-// ---------------------------------------------------------------------------
-
-fn run_tickwheel(config: &Config) -> String {
-    reset_peak_rss();
-    let service = TimerService::builder()
-        .driver(Driver::Threads { pin: false })
-        .lend_while_idle(config.lend)
-        .build()
-        .expect("build the service");
-    let record = Arc::new(Record::new(config.timers));
-    let done = Arc::new(AtomicBool::new(false));
-    let monitor = {
-        let service = service.clone();
-        monitor(
-            record.clone(),
-            move || Some(service.stats()),
-            config.churn_threads as u64,
-            done.clone(),
-        )
-    };
+/// The arming threads of both tickwheel variants: each arms its share of the
+/// measured timers from a thread that owns no shard.
+fn spawn_tickwheel_arming(
+    config: &Config,
+    service: &TimerService,
+    record: &Arc<Record>,
+) -> Vec<std::thread::JoinHandle<()>> {
     let window = arm_window(config);
-    let arming: Vec<_> = (0..config.arm_threads)
+    (0..config.arm_threads)
         .map(|k| {
             let (service, record, n) = (service.clone(), record.clone(), config.arm_threads);
             std::thread::spawn(move || {
@@ -367,7 +354,108 @@ fn run_tickwheel(config: &Config) -> String {
                 })
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The monitor of both tickwheel variants, which also samples `stats()`.
+fn tickwheel_monitor(
+    config: &Config,
+    service: &TimerService,
+    record: &Arc<Record>,
+    done: &Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Peaks> {
+    let service = service.clone();
+    monitor(
+        record.clone(),
+        move || Some(service.stats()),
+        config.churn_threads as u64,
+        done.clone(),
+    )
+}
+
+/// One batch of churn for the tickwheel variants: `batch` START + cancel
+/// pairs, counted.
+fn churn_batch(service: &TimerService, record: &Arc<Record>, rng: &mut Rng, batch: usize) {
+    for _ in 0..batch {
+        let counter = record.clone();
+        let timer = service
+            .start(rng.delay(), move |_| {
+                counter.churn_fired.fetch_add(1, Ordering::Relaxed);
+            })
+            .expect("start a churn timer");
+        timer.cancel();
+    }
+    record
+        .churn_pairs
+        .fetch_add(batch as u64, Ordering::Relaxed);
+}
+
+/// What a tickwheel run measured by the time its threads are done.
+struct Finished {
+    churn_end: Duration,
+    drained: Duration,
+    stats: Stats,
+    peaks: Peaks,
+}
+
+impl Finished {
+    fn new(churn_end: Duration, drained: Duration, stats: Stats, peaks: Peaks) -> Self {
+        Finished {
+            churn_end,
+            drained,
+            stats,
+            peaks,
+        }
+    }
+}
+
+/// Shuts a tickwheel variant's service down and reports its run.
+fn tickwheel_report(
+    config: &Config,
+    service: &TimerService,
+    record: &Record,
+    title: &str,
+    run: Finished,
+) -> String {
+    let end = record.t0.elapsed();
+    let hwm = proc_status_kib("VmHWM:");
+    service.shutdown();
+    report(
+        config,
+        title,
+        record,
+        run.churn_end,
+        run.drained,
+        end,
+        run.peaks,
+        hwm,
+        Some(&run.stats),
+    )
+}
+
+/// Sleeps until the churn's end, tells the arming and churn loops to stop,
+/// and returns when that was (since `record.t0`).
+fn end_churn(config: &Config, record: &Record) -> Duration {
+    let churn_end = Duration::from_secs_f64(config.seconds);
+    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
+    record.stop_arming.store(true, Ordering::Relaxed);
+    record.stop_churn.store(true, Ordering::Relaxed);
+    record.t0.elapsed()
+}
+
+// ---------------------------------------------------------------------------
+
+fn run_tickwheel(config: &Config) -> String {
+    reset_peak_rss();
+    let service = TimerService::builder()
+        .driver(Driver::Threads { pin: false })
+        .lend_while_idle(config.lend)
+        .build()
+        .expect("build the service");
+    let record = Arc::new(Record::new(config.timers));
+    let done = Arc::new(AtomicBool::new(false));
+    let monitor = tickwheel_monitor(config, &service, &record, &done);
+    let arming = spawn_tickwheel_arming(config, &service, &record);
     let churn: Vec<_> = (0..config.churn_threads)
         .map(|k| {
             let (service, record) = (service.clone(), record.clone());
@@ -375,27 +463,12 @@ fn run_tickwheel(config: &Config) -> String {
             std::thread::spawn(move || {
                 let mut rng = Rng::new(k as u64 + 1);
                 while !record.stop_churn.load(Ordering::Relaxed) {
-                    for _ in 0..batch {
-                        let counter = record.clone();
-                        let timer = service
-                            .start(rng.delay(), move |_| {
-                                counter.churn_fired.fetch_add(1, Ordering::Relaxed);
-                            })
-                            .expect("start a churn timer");
-                        timer.cancel();
-                    }
-                    record
-                        .churn_pairs
-                        .fetch_add(batch as u64, Ordering::Relaxed);
+                    churn_batch(&service, &record, &mut rng, batch);
                 }
             })
         })
         .collect();
-    let churn_end = Duration::from_secs_f64(config.seconds);
-    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
-    record.stop_arming.store(true, Ordering::Relaxed);
-    record.stop_churn.store(true, Ordering::Relaxed);
-    let churn_end = record.t0.elapsed();
+    let churn_end = end_churn(config, &record);
     for thread in churn.into_iter().chain(arming) {
         thread.join().expect("a churn or arming thread panicked");
     }
@@ -403,25 +476,13 @@ fn run_tickwheel(config: &Config) -> String {
     let stats = service.stats();
     done.store(true, Ordering::Relaxed);
     let peaks = monitor.join().expect("monitor");
-    let end = record.t0.elapsed();
-    let hwm = proc_status_kib("VmHWM:");
-    service.shutdown();
     let title = format!(
         "tickwheel: Driver::Threads, {} shards{}",
         service.shard_count(),
         if config.lend { "" } else { ", not lent" }
     );
-    report(
-        config,
-        &title,
-        &record,
-        churn_end,
-        drained,
-        end,
-        peaks,
-        hwm,
-        Some(&stats),
-    )
+    let run = Finished::new(churn_end, drained, stats, peaks);
+    tickwheel_report(config, &service, &record, &title, run)
 }
 
 /// tickwheel inside a thread pool, shaped as tokio's side is: `--tokio-workers`
@@ -455,15 +516,7 @@ fn run_tickwheel_pool(config: &Config) -> String {
     };
     let record = Arc::new(Record::new(config.timers));
     let done = Arc::new(AtomicBool::new(false));
-    let monitor = {
-        let service = service.clone();
-        monitor(
-            record.clone(),
-            move || Some(service.stats()),
-            config.churn_threads as u64,
-            done.clone(),
-        )
-    };
+    let monitor = tickwheel_monitor(config, &service, &record, &done);
     let pool: Vec<_> = (0..workers)
         .map(|w| {
             let (service, record, done) = (service.clone(), record.clone(), done.clone());
@@ -485,18 +538,7 @@ fn run_tickwheel_pool(config: &Config) -> String {
                         continue;
                     }
                     for rng in &mut rngs {
-                        for _ in 0..batch {
-                            let counter = record.clone();
-                            let timer = service
-                                .start(rng.delay(), move |_| {
-                                    counter.churn_fired.fetch_add(1, Ordering::Relaxed);
-                                })
-                                .expect("start a churn timer");
-                            timer.cancel();
-                        }
-                        record
-                            .churn_pairs
-                            .fetch_add(batch as u64, Ordering::Relaxed);
+                        churn_batch(&service, &record, rng, batch);
                         guard.poll().expect("poll the worker's shard");
                     }
                 }
@@ -510,28 +552,8 @@ fn run_tickwheel_pool(config: &Config) -> String {
         // A waker call before `set` found no thread: wake each worker once.
         thread.thread().unpark();
     }
-    let window = arm_window(config);
-    let arming: Vec<_> = (0..config.arm_threads)
-        .map(|k| {
-            let (service, record, n) = (service.clone(), record.clone(), config.arm_threads);
-            std::thread::spawn(move || {
-                arm_share(&record.clone(), k, n, window, |index, deadline| {
-                    let record = record.clone();
-                    service
-                        .schedule(TimerSpec::at(deadline), move |_| {
-                            record.fire(index, deadline)
-                        })
-                        .expect("schedule a measured timer")
-                        .forget();
-                })
-            })
-        })
-        .collect();
-    let churn_end = Duration::from_secs_f64(config.seconds);
-    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
-    record.stop_arming.store(true, Ordering::Relaxed);
-    record.stop_churn.store(true, Ordering::Relaxed);
-    let churn_end = record.t0.elapsed();
+    let arming = spawn_tickwheel_arming(config, &service, &record);
+    let churn_end = end_churn(config, &record);
     for thread in arming {
         thread.join().expect("an arming thread panicked");
     }
@@ -543,23 +565,11 @@ fn run_tickwheel_pool(config: &Config) -> String {
         thread.join().expect("a worker panicked");
     }
     let peaks = monitor.join().expect("monitor");
-    let end = record.t0.elapsed();
-    let hwm = proc_status_kib("VmHWM:");
-    service.shutdown();
     let title = format!(
         "tickwheel in a pool: Driver::Embedded, {workers} workers owning a shard each, churn as tasks"
     );
-    report(
-        config,
-        &title,
-        &record,
-        churn_end,
-        drained,
-        end,
-        peaks,
-        hwm,
-        Some(&stats),
-    )
+    let run = Finished::new(churn_end, drained, stats, peaks);
+    tickwheel_report(config, &service, &record, &title, run)
 }
 
 /// Sleeps are registered by a poll; the churn never needs waking.
@@ -625,11 +635,7 @@ fn run_tokio(config: &Config) -> String {
             }))
         })
         .collect();
-    let churn_end = Duration::from_secs_f64(config.seconds);
-    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
-    record.stop_arming.store(true, Ordering::Relaxed);
-    record.stop_churn.store(true, Ordering::Relaxed);
-    let churn_end = record.t0.elapsed();
+    let churn_end = end_churn(config, &record);
     for thread in arming {
         thread.join().expect("an arming thread panicked");
     }
