@@ -469,6 +469,19 @@ impl Shard {
         // and its index reached this thread through the message's release
         // (the intake push) or this thread made it.
         let slot = unsafe { inner.arena.get_allocated(message.index) };
+        // SAFETY: forwarded; `slot` is the message's.
+        unsafe { self.reconcile_slot(inner, slot, message) }
+    }
+
+    /// [`reconcile`](Self::reconcile) for a caller that already holds the
+    /// message's slot (the owner's own STOP or release, which just CASed
+    /// its word).
+    ///
+    /// # Safety
+    /// The caller owns the shard, and `slot` is the slot `message.index`
+    /// names.
+    #[inline]
+    pub(crate) unsafe fn reconcile_slot(&self, inner: &Inner, slot: &Slot, message: Message) {
         let word = slot.load(Ordering::Acquire);
         if word.gen() != message.gen || word.arm() == super::state::FREE {
             return; // Stale: the slot was freed (and maybe reused) since.
@@ -493,7 +506,7 @@ impl Shard {
     ///
     /// # Safety
     /// The caller owns the shard.
-    unsafe fn link(&self, inner: &Inner, slot: &Slot, index: u32, arm: Arm) {
+    pub(crate) unsafe fn link(&self, inner: &Inner, slot: &Slot, index: u32, arm: Arm) {
         let mut rounding = arm.rounding;
         // SAFETY: the caller owns the shard, hence the wheel and the slot's
         // owner-side fields; no `owned` closure is live while `nodes` is used.
