@@ -474,8 +474,8 @@ impl Shard {
     }
 
     /// [`reconcile`](Self::reconcile) for a caller that already holds the
-    /// message's slot (the owner's own STOP or release, which just CASed
-    /// its word).
+    /// message's slot (the owner's own STOP, RESTART or release, which just
+    /// CASed its word).
     ///
     /// # Safety
     /// The caller owns the shard, and `slot` is the slot `message.index`
