@@ -483,14 +483,13 @@ impl Inner {
         if self.owns(shard) {
             // SAFETY: this thread holds the shard's claim (`owns`).
             let index = unsafe { self.alloc_owned_slot(shard) };
-            let message = self.publish(index, arming, callback);
+            let (message, slot) = self.publish(index, arming, callback);
             // SAFETY: this thread holds the shard's claim (`owns`). The slot
             // was just published by this thread and no other thread has its
             // id yet, so its word is the one `publish` stored: it is linked
             // without `reconcile`'s second lookup and re-reading of it (an
             // owner's START + cancel: 850 -> 791 instructions).
             unsafe {
-                let slot = self.slot(message.index);
                 let arm = message.arm.expect("a START arms");
                 self.shards[shard].link(self, slot, message.index, arm);
             }
@@ -502,7 +501,7 @@ impl Inner {
             // reference into its core is live here.
             let local = held.and_then(|shard| unsafe { shard.take_local_slot() });
             let index = local.unwrap_or_else(|| self.arena.alloc());
-            self.publish(index, arming, callback)
+            self.publish(index, arming, callback).0
         });
         if !applied {
             self.queue(shard, message);
@@ -512,8 +511,8 @@ impl Inner {
 
     /// Fills free slot `index` (just taken from a free list or fresh, so
     /// this thread's alone) for `arming` and publishes it armed; returns the
-    /// message that links it.
-    fn publish(&self, index: u32, arming: Arming, callback: arena::Callback) -> Message {
+    /// message that links it, and the slot (an owner links it at once).
+    fn publish(&self, index: u32, arming: Arming, callback: arena::Callback) -> (Message, &Slot) {
         let Arming {
             shard,
             deadline,
@@ -537,7 +536,7 @@ impl Inner {
         slot.shard.store(shard as u16, Ordering::Relaxed);
         let armed = free.with_arm(ARMED).with(HANDLE);
         slot.state.store(armed.0, Ordering::Release);
-        Message {
+        let message = Message {
             index,
             gen: armed.gen(),
             arm: Some(Arm {
@@ -545,7 +544,8 @@ impl Inner {
                 rounding,
                 deadline,
             }),
-        }
+        };
+        (message, slot)
     }
 
     /// A free slot for a timer on `shard`, for its owner: one the owner
