@@ -348,7 +348,14 @@ impl Shard {
                 // Messages are still waiting: poll again at once.
                 return Some(self.core(|core| core.wheel.now()));
             }
-            self.core(|core| core.wheel.next_wakeup())
+            let (armed, next) = self.core(|core| (core.linked, core.wheel.next_wakeup()));
+            // What `stats()` reads, as at the end of a poll: cancels applied
+            // since then (the owner's own, or taken in just now) may have
+            // removed the timer the last poll's next due tick belonged to,
+            // and an owner that now sleeps past that tick is not late.
+            self.counters.armed.set(armed as u64);
+            self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
+            next
         }
     }
 
