@@ -39,10 +39,13 @@
 //!   `trailing_zeros` per word. Advancing across
 //!   any stretch of empty ticks, and asking for the next deadline, cost
 //!   O(levels).
-//! * **Order.** Every bucket on level 0 holds the timers of one single tick.
-//!   Buckets are FIFO lists and cascading preserves list order, so timers due
-//!   on the same tick come out in the order they were armed (a reschedule
-//!   counts as arming again).
+//! * **Order.** Every bucket on level 0 holds the timers of one single tick,
+//!   and timers due on the same tick come out in the order they were armed
+//!   (a reschedule counts as arming again). Each arming takes a number;
+//!   higher buckets keep no order (moves there are lazy, and big buckets
+//!   cascade from both ends at once, for speed), and a level-0 bucket that
+//!   received an entry out of order is sorted by number before it fires
+//!   (`hierarchy.rs`, "Same-tick order without relinking").
 //!
 //! # Keeping a fired timer (`poll_keep`, `advance_keep`)
 //!

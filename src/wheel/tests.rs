@@ -1186,3 +1186,51 @@ fn a_caller_arming_number_below_one_given_out_panics() {
     let _ = wheel.insert_at_numbered(10, 5, ());
     let _ = wheel.insert_at_numbered(10, 4, ());
 }
+
+/// A big bucket on level 2 or 3 cascades from both ends at once (see
+/// `Hierarchy::cascade_from_both_ends`): every timer still fires exactly
+/// once, on its own tick, and timers sharing a tick in the order of their
+/// last arming, whatever the bucket's list order was (odd and even counts,
+/// so that the two walks meet on one entry and between two; moved timers,
+/// so that list order and arming order differ).
+#[test]
+fn a_big_high_bucket_cascades_exactly_and_in_arming_order() {
+    for (count, spread) in [
+        (1usize, 1u64),
+        (2, 1),
+        (3, 2),
+        (1000, 37),
+        (1001, 37),
+        (4000, 4096),
+    ] {
+        // Bucket 3 of level 2 and bucket 2 of level 3 (spreads fit inside).
+        for base in [g(3 << 12), g(2 << 18)] {
+            let mut wheel = Wheel::new();
+            let mut keys = Vec::new();
+            // (deadline, arming number) of each timer's last arming.
+            let mut expected = Vec::new();
+            for i in 0..count {
+                let deadline = base + (i as u64 * 7919) % spread;
+                keys.push(wheel.insert_at(deadline, i));
+                expected.push((deadline, i, i));
+            }
+            // Every third timer is armed again at its own deadline: it now
+            // goes after the others of its tick, though its place in the
+            // bucket's list is unchanged (a lazy move above level 0).
+            let mut arming = count;
+            for i in (0..count).step_by(3) {
+                wheel.reschedule_at(keys[i], expected[i].0).unwrap();
+                expected[i].2 = arming;
+                arming += 1;
+            }
+            expected.sort_by_key(|&(deadline, _, arming)| (deadline, arming));
+            let expected: Vec<(u64, usize)> = expected.iter().map(|&(d, i, _)| (d, i)).collect();
+            assert_eq!(
+                drain(&mut wheel, base + spread),
+                expected,
+                "{count} timers at {base}"
+            );
+            assert!(wheel.is_empty());
+        }
+    }
+}
