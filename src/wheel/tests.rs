@@ -1217,11 +1217,9 @@ fn a_big_high_bucket_cascades_exactly_and_in_arming_order() {
             // Every third timer is armed again at its own deadline: it now
             // goes after the others of its tick, though its place in the
             // bucket's list is unchanged (a lazy move above level 0).
-            let mut arming = count;
-            for i in (0..count).step_by(3) {
+            for (arming, i) in (count..).zip((0..count).step_by(3)) {
                 wheel.reschedule_at(keys[i], expected[i].0).unwrap();
                 expected[i].2 = arming;
-                arming += 1;
             }
             expected.sort_by_key(|&(deadline, _, arming)| (deadline, arming));
             let expected: Vec<(u64, usize)> = expected.iter().map(|&(d, i, _)| (d, i)).collect();
