@@ -329,6 +329,43 @@ fn item5_deadline_order_then_fifo_within_a_tick() {
     assert_eq!(order, vec![2, 4, 6, 5, 1, 3]);
 }
 
+/// Timers armed far ahead sit in big buckets on levels 2 and 3, which
+/// cascade from both ends of their lists at once (`Hierarchy::cascade`): the
+/// service's lists keep no arming numbers, so the cascade itself must hand
+/// each lower bucket its entries in list order, or same-tick FIFO breaks.
+/// Odd and even counts per bucket, so the two walks meet on one entry and
+/// between two.
+#[test]
+fn item5_fifo_within_a_tick_after_cascades_from_high_levels() {
+    let (service, mut guard, clock) = embedded(1);
+    let log = Log::default();
+    let per_bucket: &[u32] = if cfg!(miri) { &[5, 6] } else { &[301, 400] };
+    let mut expected = Vec::new();
+    let mut timers = Vec::new();
+    let mut label = 0u32;
+    // Level 2 (4096-tick buckets) and level 3 (262144-tick buckets).
+    for (bucket_start, &count) in [3u32 << 12, 2 << 18].iter().zip(per_bucket) {
+        for i in 0..count {
+            // 13 ticks shared by many timers, in the bucket's first block
+            // and further in (landing on level 0 and on level 1).
+            let delay = bucket_start + (i * 7 % 13) * 100;
+            expected.push((delay, label));
+            timers.push(service.start(MS * delay, log.callback(label)).unwrap());
+            label += 1;
+        }
+    }
+    // By deadline, then by arming (`sort_by_key` is stable).
+    expected.sort_by_key(|&(delay, _)| delay);
+    clock.advance(MS * ((2 << 18) + 2000));
+    guard.poll().unwrap();
+    let fired: Vec<(u32, u32)> = log
+        .take()
+        .iter()
+        .map(|&(label, deadline, _)| (deadline as u32, label))
+        .collect();
+    assert_eq!(fired, expected);
+}
+
 /// Restarts move timers among buckets (a move that stays in its bucket must
 /// still count as the newest arming): every timer must fire exactly on its
 /// last deadline, once, and timers due on one tick in the order of the calls

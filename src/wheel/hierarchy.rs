@@ -71,8 +71,7 @@
 //! * Only a level-0 bucket is ever sorted: when it is about to fire with
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
-//!   allocation). A higher-level bucket cascades as it is (from level 2
-//!   up, from both of its ends at once: see `cascade_from_both_ends`).
+//!   allocation). A higher-level bucket cascades as it is.
 //!   Sorting it there instead put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
 //!   (200k of them, 20 restarts per tick: one `advance` took 380 ms), where
@@ -88,6 +87,15 @@ use super::slab::NIL;
 pub const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
 
 const SLOT_MASK: u64 = (SLOTS as u64) - 1;
+
+/// How many entries ahead a cascade's second pass asks for (see `cascade`):
+/// enough misses in flight to cover memory latency, few enough that the
+/// entries are still in cache when their turn comes.
+const PREFETCH_AHEAD: usize = 8;
+
+/// How many entries a cascade places one way before it walks the rest of a
+/// long bucket from both ends (see `cascade`).
+const ONE_WAY_FIRST: usize = 16;
 
 /// `bucket` of an entry that is in no bucket.
 pub(crate) const UNLINKED: u16 = u16::MAX;
@@ -139,6 +147,11 @@ pub(crate) trait Nodes {
 
     /// Sets the entry's arming sequence number (only used when `ORDERED`).
     fn set_seq(&mut self, _index: u32, _seq: u64) {}
+
+    /// Asks the processor to start loading entry `index` into cache, to be
+    /// read or written soon (a hint: it changes nothing; the default does
+    /// nothing).
+    fn prefetch(&self, _index: u32) {}
 }
 
 /// The levels and the current tick.
@@ -149,6 +162,9 @@ pub(crate) struct Hierarchy {
     earliest: Memo,
     /// The next arming sequence number (used with `Nodes::ORDERED` only).
     next_seq: u64,
+    /// Scratch for [`cascade`](Self::cascade): the back half of the bucket
+    /// being cascaded (empty between cascades; dropped after a big one).
+    back_half: Vec<u32>,
 }
 
 impl Clone for Hierarchy {
@@ -158,6 +174,7 @@ impl Clone for Hierarchy {
             levels: self.levels.clone(),
             earliest: Memo(AtomicU64::new(self.earliest.0.load(Ordering::Relaxed))),
             next_seq: self.next_seq,
+            back_half: Vec::new(),
         }
     }
 }
@@ -222,6 +239,7 @@ impl Hierarchy {
             levels,
             earliest: Memo(AtomicU64::new(Memo::UNKNOWN)),
             next_seq: 0,
+            back_half: Vec::new(),
         }
     }
 
@@ -767,9 +785,20 @@ impl Hierarchy {
     }
 
     /// Re-places every entry of a higher-level bucket relative to `now`
-    /// (which is the bucket's first tick): in list order, or, where the
-    /// order of the lists it lands in is never used, from both ends at once
-    /// (see [`cascade_from_both_ends`](Self::cascade_from_both_ends)).
+    /// (which is the bucket's first tick), preserving list order.
+    ///
+    /// Past its first [`ONE_WAY_FIRST`] entries, the walk goes from both
+    /// ends of the list at once. A big bucket's entries are scattered over
+    /// memory, and each is a cache miss whose address the entry before it
+    /// holds: one walk waits for one miss at a time, two walks (forward by
+    /// `next`, backward by `prev`) give the processor two independent misses
+    /// to wait for. (Hold model at 1M pending: the one-way cascade was 90 %
+    /// of the wheel's time; see BENCHMARKS.md, "Issue 13: session 13".) The
+    /// front half is placed as the walk goes; the back half's indices are
+    /// kept in `back_half` and placed after it, first to last, with their
+    /// loads started ahead: so every target bucket receives the entries in
+    /// list order, as a one-way walk would place them (the service's lists,
+    /// which keep no arming numbers, rely on that order for same-tick FIFO).
     fn cascade<N: Nodes>(&mut self, nodes: &mut N, level: usize, slot: usize) {
         // No sort here, even of an unsorted bucket: `place` marks each
         // target bucket unsorted when an entry lands behind a newer one, and
@@ -777,58 +806,71 @@ impl Hierarchy {
         // here put O(b log b) work over scattered entries into one advance:
         // 200k idle timeouts restarted later pile up in a few level-2
         // buckets, and cascading one took 380 ms in a single `advance`.
-        let head = self.levels[level].head[slot];
-        let tail = self.levels[level].tail[slot];
+        let mut front = self.levels[level].head[slot];
+        let back = self.levels[level].tail[slot];
         self.levels[level].head[slot] = NIL;
         self.levels[level].tail[slot] = NIL;
         self.levels[level].occupied.clear(slot);
-        if N::ORDERED && level >= 2 {
-            self.cascade_from_both_ends(nodes, head, tail);
-            return;
+        // The first entries one way: most buckets are short, and a short
+        // one is over before a second walk would pay for its bookkeeping
+        // (hold model at 1k pending, where a cascade moves a few entries:
+        // 440 instructions per event with it from the first entry, against
+        // 412 for the one-way walk).
+        for _ in 0..ONE_WAY_FIRST {
+            if front == NIL {
+                return;
+            }
+            let node = nodes.node(front);
+            self.place(nodes, front, node.deadline, None);
+            if front == back {
+                return;
+            }
+            front = node.next;
         }
-        let mut index = head;
-        while index != NIL {
-            let node = nodes.node(index);
-            self.place(nodes, index, node.deadline, None);
-            index = node.next;
-        }
+        self.cascade_both_ways(nodes, front, back);
     }
 
-    /// The walk of [`cascade`](Self::cascade) for an ordered store, from
-    /// level 2 or above: it takes the list `head..=tail` from both ends at
-    /// once. Order is safe to lose: most entries land on level 1 or above,
-    /// where list order is never used, and one that lands on level 0 is
-    /// checked against its new bucket's tail by `place`, as every cascaded
-    /// entry is (see the module docs). A level-1 bucket, whose entries all
-    /// land on level 0, keeps the one-way walk: there, an entry placed out
-    /// of order costs a sort before its tick fires. A cascade of a big bucket is a walk over entries scattered
-    /// across memory, each a cache miss whose address the previous entry
-    /// holds; two walks give the processor two independent misses to wait
-    /// for at once instead of one. (Hold model at 1M pending: the cascade
-    /// was 90 % of the wheel's time.) A service store keeps its lists in
-    /// arming order everywhere, so it walks one way.
-    ///
-    /// Out of line: inlined into `cascade`, and with it into the poll loop,
-    /// it cost `peers/insert_expire` (whose timers never reach level 2)
-    /// 13.3 -> 17 ns per timer at 1k armed.
+    /// The rest of a long bucket's [`cascade`](Self::cascade), the list
+    /// `front..=back` (not empty), walked from both ends at once: the front
+    /// half is placed as the walk goes, the back half's indices are kept and
+    /// placed after it, first to last. Out of line: the common short
+    /// cascade stays small where it is inlined.
     #[inline(never)]
-    fn cascade_from_both_ends<N: Nodes>(&mut self, nodes: &mut N, mut front: u32, mut back: u32) {
-        while front != NIL {
-            // Both nodes read before either entry is placed: placing
-            // rewrites an entry's links (and its new bucket's tail's).
+    fn cascade_both_ways<N: Nodes>(&mut self, nodes: &mut N, mut front: u32, mut back: u32) {
+        let mut back_half = std::mem::take(&mut self.back_half);
+        loop {
+            // Both nodes are read before the front entry is placed: placing
+            // rewrites its links. Back entries stay untouched until the end.
             let front_node = nodes.node(front);
             if front == back {
                 self.place(nodes, front, front_node.deadline, None);
-                return;
+                break;
             }
             let back_node = nodes.node(back);
             self.place(nodes, front, front_node.deadline, None);
-            self.place(nodes, back, back_node.deadline, None);
+            back_half.push(back);
             if front_node.next == back {
-                return;
+                break;
             }
             front = front_node.next;
             back = back_node.prev;
+        }
+        // The back half was read during the walk, but a big bucket's half
+        // no longer fits in cache by now: its indices are known, so the
+        // loads are started a few entries ahead, all in flight at once.
+        for (place, &index) in back_half.iter().enumerate().rev() {
+            if let Some(ahead) = place.checked_sub(PREFETCH_AHEAD) {
+                nodes.prefetch(back_half[ahead]);
+            }
+            let deadline = nodes.node(index).deadline;
+            self.place(nodes, index, deadline, None);
+        }
+        back_half.clear();
+        // Memory stays proportional to what is armed: a big cascade's
+        // scratch is not kept (allocating it again costs little next to
+        // the walk that fills it).
+        if back_half.capacity() <= 1024 {
+            self.back_half = back_half;
         }
     }
 

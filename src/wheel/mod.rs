@@ -42,8 +42,7 @@
 //! * **Order.** Every bucket on level 0 holds the timers of one single tick,
 //!   and timers due on the same tick come out in the order they were armed
 //!   (a reschedule counts as arming again). Each arming takes a number;
-//!   higher buckets keep no order (moves there are lazy, and big buckets
-//!   cascade from both ends at once, for speed), and a level-0 bucket that
+//!   higher buckets keep no order (moves there are lazy), and a level-0 bucket that
 //!   received an entry out of order is sorted by number before it fires
 //!   (`hierarchy.rs`, "Same-tick order without relinking").
 //!

@@ -26,7 +26,8 @@
 //! (see `hierarchy`), so a `Wheel<usize>` entry stays at 40 bytes. The flag
 //! and the payload change together in `insert`/`remove` only, and `Drop` and
 //! `Clone` look at the flag; that is all the `unsafe` on payloads relies
-//! on. The only other `unsafe` is the unchecked index of `Slab::linked`.
+//! on. The only other `unsafe` is the unchecked index of `Slab::linked`,
+//! and the cache prefetch of `Nodes::prefetch` (a hint, no memory access).
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -395,6 +396,23 @@ impl<T> Nodes for Slab<T> {
         entry.prev = node.prev;
         entry.next = node.next;
         entry.bucket = node.bucket;
+    }
+
+    #[inline]
+    fn prefetch(&self, index: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let entry: *const Entry<T> = self.linked(index);
+            // SAFETY: a prefetch is a hint that neither reads nor writes
+            // memory as far as the program can tell (it cannot fault, even
+            // on a bad address), and SSE, which it needs, is part of every
+            // x86_64 target. `_MM_HINT_T0`: into every cache level.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast())
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = index;
     }
 
     #[inline]

@@ -1187,12 +1187,13 @@ fn a_caller_arming_number_below_one_given_out_panics() {
     let _ = wheel.insert_at_numbered(10, 4, ());
 }
 
-/// A big bucket on level 2 or 3 cascades from both ends at once (see
-/// `Hierarchy::cascade_from_both_ends`): every timer still fires exactly
-/// once, on its own tick, and timers sharing a tick in the order of their
-/// last arming, whatever the bucket's list order was (odd and even counts,
-/// so that the two walks meet on one entry and between two; moved timers,
-/// so that list order and arming order differ).
+/// A big bucket on level 2 or 3 cascades from both ends of its list at
+/// once (see `Hierarchy::cascade`): every timer still fires exactly once,
+/// on its own tick, and timers sharing a tick in the order of their last
+/// arming (odd and even counts, so that the two walks meet on one entry and
+/// between two; moved timers, so that list order and arming order differ).
+/// The service's test `item5_fifo_within_a_tick_after_cascades_from_high_levels`
+/// checks the list order itself, which its store depends on.
 #[test]
 fn a_big_high_bucket_cascades_exactly_and_in_arming_order() {
     for (count, spread) in [
