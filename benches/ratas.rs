@@ -70,50 +70,55 @@ struct Workload {
 
 type W = Wheel<usize>;
 
+/// Arms or moves the timer whose key `slot` keeps to `delay` ticks from
+/// now (`payload` names it: `unit * 8 + kind`).
+#[inline(always)]
+fn schedule(wheel: &mut W, slot: &mut Option<TimerKey>, payload: usize, delay: u64) {
+    match *slot {
+        Some(key) => wheel
+            .reschedule(key, delay)
+            .expect("a tracked key is armed"),
+        None => *slot = Some(wheel.insert(delay, payload)),
+    }
+}
+
+/// Pushes unit `unit`'s idle timer 60 s (or, with range, 60 to 61 s) ahead.
+#[inline(always)]
+fn unidle(wheel: &mut W, in_range: bool, unit: usize, u: &mut Unit) {
+    let slot = &mut u.timers[Kind::Idle as usize];
+    if !in_range {
+        return schedule(wheel, slot, unit * 8, 60 * TIME_S);
+    }
+    match *slot {
+        Some(key) => {
+            wheel
+                .reschedule_in_range(key, 60 * TIME_S..=61 * TIME_S)
+                .expect("a tracked key is armed");
+        }
+        None => {
+            *slot = Some(
+                wheel
+                    .insert_in_range(60 * TIME_S..=61 * TIME_S, unit * 8)
+                    .expect("valid range"),
+            )
+        }
+    }
+}
+
+// Each step below reaches its unit once (`let u = &mut self.units[unit]`)
+// and works through that reference, as Ratas' member functions and the C
+// port's `struct unit *` do, rather than indexing the vector again for
+// every field.
 impl Workload {
     /// Arms or moves `unit`'s timer `kind` to `delay` ticks from now.
     #[inline(always)]
     fn schedule(&mut self, wheel: &mut W, unit: usize, kind: Kind, delay: u64) {
         let slot = &mut self.units[unit].timers[kind as usize];
-        match *slot {
-            Some(key) => wheel
-                .reschedule(key, delay)
-                .expect("a tracked key is armed"),
-            None => *slot = Some(wheel.insert(delay, unit * 8 + kind as usize)),
-        }
-    }
-
-    fn cancel(&mut self, wheel: &mut W, unit: usize, kind: Kind) {
-        if let Some(key) = self.units[unit].timers[kind as usize].take() {
-            wheel.cancel(key);
-        }
-    }
-
-    #[inline(always)]
-    fn unidle(&mut self, wheel: &mut W, unit: usize) {
-        if self.in_range {
-            let slot = &mut self.units[unit].timers[Kind::Idle as usize];
-            match *slot {
-                Some(key) => {
-                    wheel
-                        .reschedule_in_range(key, 60 * TIME_S..=61 * TIME_S)
-                        .expect("a tracked key is armed");
-                }
-                None => {
-                    *slot = Some(
-                        wheel
-                            .insert_in_range(60 * TIME_S..=61 * TIME_S, unit * 8)
-                            .expect("valid range"),
-                    )
-                }
-            }
-        } else {
-            self.schedule(wheel, unit, Kind::Idle, 60 * TIME_S);
-        }
+        schedule(wheel, slot, unit * 8 + kind as usize, delay);
     }
 
     fn start(&mut self, wheel: &mut W, unit: usize, server: bool) {
-        self.unidle(wheel, unit);
+        unidle(wheel, self.in_range, unit, &mut self.units[unit]);
         self.schedule(wheel, unit, Kind::Close, 180 * TIME_S);
         if !server {
             self.on_request(wheel, unit);
@@ -126,8 +131,8 @@ impl Workload {
     }
 
     fn deliver(&mut self, wheel: &mut W, unit: usize) {
-        self.unidle(wheel, unit);
         let u = &mut self.units[unit];
+        unidle(wheel, self.in_range, unit, u);
         let amount = u.pace_quota.min(u.tx_count);
         u.pace_quota -= amount;
         u.tx_count -= amount;
@@ -140,18 +145,28 @@ impl Workload {
 
     fn receive(&mut self, wheel: &mut W, unit: usize, _count: i32) {
         // Ratas counts one packet per call whatever `count` is; so do we.
-        assert!(self.units[unit].alive, "a packet for a deleted unit");
-        self.unidle(wheel, unit);
-        if self.units[unit].waiting_for_response {
+        let u = &mut self.units[unit];
+        assert!(u.alive, "a packet for a deleted unit");
+        unidle(wheel, self.in_range, unit, u);
+        let deadline = &mut u.timers[Kind::RequestDeadline as usize];
+        if u.waiting_for_response {
             let delay = PACE_INTERVAL * RESPONSE_SIZE as u64 * 2;
-            self.schedule(wheel, unit, Kind::RequestDeadline, delay);
-            self.units[unit].waiting_for_response = false;
+            schedule(
+                wheel,
+                deadline,
+                unit * 8 + Kind::RequestDeadline as usize,
+                delay,
+            );
+            u.waiting_for_response = false;
         }
-        self.units[unit].rx_count += 1;
-        if self.units[unit].rx_count % RESPONSE_SIZE == 0 {
-            self.cancel(wheel, unit, Kind::RequestDeadline);
-            let interval = self.units[unit].request_interval;
-            self.schedule(wheel, unit, Kind::Request, interval);
+        u.rx_count += 1;
+        if u.rx_count % RESPONSE_SIZE == 0 {
+            if let Some(key) = deadline.take() {
+                wheel.cancel(key);
+            }
+            let request = &mut u.timers[Kind::Request as usize];
+            let payload = unit * 8 + Kind::Request as usize;
+            schedule(wheel, request, payload, u.request_interval);
         }
     }
 
