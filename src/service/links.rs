@@ -73,4 +73,8 @@ impl Nodes for SlotNodes<'_> {
     fn set_next(&mut self, index: u32, next: u32) {
         self.slot(index).next.store(next, Ordering::Relaxed);
     }
+
+    fn prefetch(&self, index: u32) {
+        crate::wheel::prefetch(self.slot(index));
+    }
 }

@@ -80,7 +80,7 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 pub use hierarchy::LEVELS;
-pub(crate) use hierarchy::{Hierarchy, Node, Nodes, UNLINKED};
+pub(crate) use hierarchy::{prefetch, Hierarchy, Node, Nodes, UNLINKED};
 use slab::Slab;
 pub use slab::TimerKey;
 pub(crate) use slab::NIL;

@@ -26,8 +26,7 @@
 //! (see `hierarchy`), so a `Wheel<usize>` entry stays at 40 bytes. The flag
 //! and the payload change together in `insert`/`remove` only, and `Drop` and
 //! `Clone` look at the flag; that is all the `unsafe` on payloads relies
-//! on. The only other `unsafe` is the unchecked index of `Slab::linked`,
-//! and the cache prefetch of `Nodes::prefetch` (a hint, no memory access).
+//! on. The only other `unsafe` is the unchecked index of `Slab::linked`.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -400,19 +399,7 @@ impl<T> Nodes for Slab<T> {
 
     #[inline]
     fn prefetch(&self, index: u32) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let entry: *const Entry<T> = self.linked(index);
-            // SAFETY: a prefetch is a hint that neither reads nor writes
-            // memory as far as the program can tell (it cannot fault, even
-            // on a bad address), and SSE, which it needs, is part of every
-            // x86_64 target. `_MM_HINT_T0`: into every cache level.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast())
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = index;
+        super::hierarchy::prefetch(self.linked(index));
     }
 
     #[inline]
