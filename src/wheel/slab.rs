@@ -19,6 +19,9 @@
 //! so every key handed out for the previous occupant becomes stale. An entry
 //! whose generation would wrap is retired instead of reused: a stale key can
 //! therefore never match a later timer, not even after four billion reuses.
+//! Generations start at 1 and never reach 0 (`NonZeroU32`), so that
+//! `Option<TimerKey>`, the natural field for "this connection's timer, if
+//! armed", is 8 bytes like the key itself instead of 12.
 //!
 //! The payload is a `MaybeUninit<T>` with a separate `occupied` flag rather
 //! than an `Option<T>`: for a word-sized `T` the option's tag costs a whole
@@ -30,6 +33,7 @@
 
 use std::fmt;
 use std::mem::MaybeUninit;
+use std::num::NonZeroU32;
 
 use super::hierarchy::{Node, Nodes, UNLINKED};
 
@@ -45,24 +49,34 @@ const DOUBLING_LIMIT: usize = 4096;
 /// key is *stale*: every method that takes it returns `None` or
 /// [`TimerError::StaleKey`](crate::TimerError::StaleKey), and it never reaches
 /// another timer.
+///
+/// `Option<TimerKey>` is as small as a key (8 bytes): no key is all zeros.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerKey {
     index: u32,
-    generation: u32,
+    generation: NonZeroU32,
 }
 
 impl TimerKey {
     /// Packs the key into one `u64` (for C callers and hash maps).
     pub const fn to_raw(self) -> u64 {
-        ((self.generation as u64) << 32) | self.index as u64
+        ((self.generation.get() as u64) << 32) | self.index as u64
     }
 
     /// Rebuilds a key from [`to_raw`](Self::to_raw). Any `u64` is accepted: a
     /// value that never named a timer is simply stale.
     pub const fn from_raw(raw: u64) -> Self {
-        TimerKey {
-            index: raw as u32,
-            generation: (raw >> 32) as u32,
+        match NonZeroU32::new((raw >> 32) as u32) {
+            Some(generation) => TimerKey {
+                index: raw as u32,
+                generation,
+            },
+            // Generation 0 names nothing; neither does index `NIL`, which
+            // no entry ever has (see `push_fresh`).
+            None => TimerKey {
+                index: NIL,
+                generation: NonZeroU32::MAX,
+            },
         }
     }
 
@@ -89,7 +103,7 @@ pub(crate) struct Entry<T> {
     /// For a vacant entry `next` links the free list.
     pub(crate) prev: u32,
     pub(crate) next: u32,
-    generation: u32,
+    generation: NonZeroU32,
     /// Which bucket (`level * SLOTS + slot`) holds this entry, or `UNLINKED`.
     pub(crate) bucket: u16,
     occupied: bool,
@@ -172,13 +186,13 @@ impl<T> Slab<T> {
             seq: 0,
             prev: NIL,
             next: NIL,
-            generation: 0,
+            generation: NonZeroU32::MIN,
             bucket: UNLINKED,
             occupied: true,
         });
         TimerKey {
             index: index as u32,
-            generation: 0,
+            generation: NonZeroU32::MIN,
         }
     }
 
@@ -212,12 +226,12 @@ impl<T> Slab<T> {
         // flag first means it is read out exactly once.
         let value = unsafe { entry.value.assume_init_read() };
         self.len -= 1;
-        if entry.generation == u32::MAX {
+        let Some(next) = entry.generation.checked_add(1) else {
             // Retire: never hand this index out again, so no stale key can
             // ever match a later occupant.
             return value;
-        }
-        entry.generation += 1;
+        };
+        entry.generation = next;
         entry.next = self.free_head;
         self.free_head = index;
         value
@@ -460,5 +474,47 @@ mod tests {
         assert_eq!(slab.resolve(key), None);
         assert_eq!(slab.insert(1).index(), 7);
         assert_eq!(slab.capacity(), capacity);
+    }
+
+    /// A key has a niche: `Option<TimerKey>` costs nothing extra, and the
+    /// raw values that would need the niche (generation 0) name no timer.
+    #[test]
+    fn keys_have_a_niche_and_generation_zero_is_stale() {
+        assert_eq!(std::mem::size_of::<Option<TimerKey>>(), 8);
+        let mut slab = Slab::with_capacity(0);
+        let first = slab.insert('a');
+        assert_ne!(first.to_raw() >> 32, 0, "generations start at 1");
+        assert_eq!(slab.resolve(first), Some(0));
+        for raw in [0, first.to_raw() & u64::from(u32::MAX), 5] {
+            let key = TimerKey::from_raw(raw);
+            assert_eq!(slab.resolve(key), None, "raw {raw:#x}");
+        }
+    }
+
+    /// An entry whose generation would wrap is retired: its index is never
+    /// handed out again, so its last key stays stale for ever.
+    #[test]
+    fn an_entry_at_the_last_generation_is_retired() {
+        let mut slab = Slab::with_capacity(0);
+        let key = slab.insert(1u8);
+        slab.entries[0].generation = NonZeroU32::new(u32::MAX - 1).unwrap();
+        let key = TimerKey {
+            generation: slab.entries[0].generation,
+            ..key
+        };
+        assert_eq!(slab.remove(slab.resolve(key).unwrap()), 1);
+        let last = slab.insert(2);
+        assert_eq!(
+            (last.index(), last.to_raw() >> 32),
+            (0, u64::from(u32::MAX))
+        );
+        assert_eq!(slab.remove(slab.resolve(last).unwrap()), 2);
+        // Retired: the next insert takes a fresh index, and the last key
+        // (and the one before it) stay stale.
+        let next = slab.insert(3);
+        assert_eq!(next.index(), 1);
+        assert_eq!(slab.resolve(last), None);
+        assert_eq!(slab.resolve(key), None);
+        assert_eq!(slab.len(), 1);
     }
 }
