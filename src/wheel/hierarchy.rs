@@ -887,7 +887,7 @@ impl Hierarchy {
         // Memory stays proportional to what is armed: a big cascade's
         // scratch is not kept (allocating it again costs little next to
         // the walk that fills it).
-        if back_half.capacity() <= 1024 {
+        if back_half.capacity() <= 256 {
             self.back_half = back_half;
         }
     }
