@@ -42,9 +42,9 @@
 //! * **Order.** Every bucket on level 0 holds the timers of one single tick,
 //!   and timers due on the same tick come out in the order they were armed
 //!   (a reschedule counts as arming again). Each arming takes a number;
-//!   higher buckets keep no order (moves there are lazy), and a level-0 bucket that
-//!   received an entry out of order is sorted by number before it fires
-//!   (`hierarchy.rs`, "Same-tick order without relinking").
+//!   higher buckets keep no order (moves there are lazy), and a level-0
+//!   bucket that received an entry out of order is sorted by number before
+//!   it fires (`hierarchy.rs`, "Same-tick order without relinking").
 //!
 //! # Keeping a fired timer (`poll_keep`, `advance_keep`)
 //!
