@@ -17,6 +17,12 @@
 //! * `advance_idle`: jump an hour of 1 ms ticks (3.6 M ticks) with all `n`
 //!   timers far in the future: idle time, O(levels) per jump.
 //! * `next_deadline`: ask for the earliest deadline.
+//! * `next_deadline_walk`: the same right after the earliest timer changed,
+//!   when it sits in a higher bucket: all `n` timers in one level-3 bucket,
+//!   linked in random memory order (as after churn), so the query walks the
+//!   whole bucket (the worst case of the next-deadline memo). One iteration
+//!   is one arm + cancel of an earlier timer (which forgets the memo) and
+//!   one query.
 //!
 //! Run: `cargo bench --bench wheel` (or add `-- --quick` for a short run).
 
@@ -168,6 +174,35 @@ fn next_deadline(c: &mut Criterion) {
     group.finish();
 }
 
+fn next_deadline_walk(c: &mut Criterion) {
+    let mut group = c.benchmark_group("wheel/next_deadline_walk");
+    group.sample_size(10);
+    for n in SIZES {
+        // Armed far ahead in index order, then moved into one level-3
+        // bucket (ticks 2^18 .. 2^19) in a shuffled order: a move earlier
+        // relinks at the new bucket's tail, so list order is the shuffle.
+        let mut wheel = Wheel::with_capacity(n + 1);
+        let mut keys: Vec<TimerKey> = (0..n).map(|i| wheel.insert(HOUR + i as u64, i)).collect();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        }
+        for &key in &keys {
+            wheel
+                .reschedule_at(key, 280_000 + rng.next() % 240_000)
+                .expect("armed");
+        }
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                let early = wheel.insert_at(270_000, usize::MAX);
+                wheel.cancel(early);
+                black_box(wheel.next_deadline())
+            });
+        });
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -182,7 +217,8 @@ mod group {
     criterion_group! {
         name = benches;
         config = config();
-        targets = insert_cancel, insert_expire, reschedule_later, advance_idle, next_deadline
+        targets = insert_cancel, insert_expire, reschedule_later, advance_idle, next_deadline,
+            next_deadline_walk
     }
 }
 criterion_main!(group::benches);

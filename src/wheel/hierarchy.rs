@@ -576,12 +576,7 @@ impl Hierarchy {
                     earliest = start;
                     break 'levels;
                 }
-                let mut index = level.head[slot];
-                while index != NIL {
-                    let node = nodes.node(index);
-                    earliest = earliest.min(node.deadline);
-                    index = node.next;
-                }
+                earliest = earliest.min(min_deadline(nodes, level.head[slot], level.tail[slot]));
                 let last = start | ((1u64 << (SLOT_BITS as usize * level_no)) - 1);
                 if earliest <= last {
                     break 'levels;
@@ -957,6 +952,27 @@ impl Hierarchy {
         self.levels[level].head[slot] = list;
         self.levels[level].tail[slot] = prev;
         self.levels[level].unsorted.clear(slot);
+    }
+}
+
+/// The earliest deadline in the list `head..=tail` (not empty), read from
+/// both ends at once: two independent cache misses in flight, as in
+/// [`Hierarchy::cascade`] (a minimum does not care about order).
+fn min_deadline<N: Nodes>(nodes: &N, mut front: u32, mut back: u32) -> u64 {
+    let mut earliest = u64::MAX;
+    loop {
+        let front_node = nodes.node(front);
+        earliest = earliest.min(front_node.deadline);
+        if front == back {
+            return earliest;
+        }
+        let back_node = nodes.node(back);
+        earliest = earliest.min(back_node.deadline);
+        if front_node.next == back {
+            return earliest;
+        }
+        front = front_node.next;
+        back = back_node.prev;
     }
 }
 

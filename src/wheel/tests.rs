@@ -1233,3 +1233,29 @@ fn a_big_high_bucket_cascades_exactly_and_in_arming_order() {
         }
     }
 }
+
+/// `next_deadline` reads a higher bucket from both ends at once
+/// (`min_deadline`): the earliest entry is found wherever it sits in the
+/// list (first, last, either side of the middle), for odd and even lengths.
+#[test]
+fn next_deadline_finds_the_earliest_anywhere_in_a_high_bucket() {
+    let base = g(3 << 12); // a level-2 bucket, 4096 ticks wide
+    for count in 1..=9u64 {
+        for earliest_at in 0..count {
+            let mut wheel = Wheel::new();
+            for i in 0..count {
+                let deadline = if i == earliest_at {
+                    base + 5
+                } else {
+                    base + 100 + i
+                };
+                wheel.insert_at(deadline, i);
+            }
+            assert_eq!(
+                wheel.next_deadline(),
+                Some(base + 5),
+                "{count} entries, earliest at {earliest_at}"
+            );
+        }
+    }
+}
