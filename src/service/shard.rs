@@ -348,15 +348,25 @@ impl Shard {
                 // Messages are still waiting: poll again at once.
                 return Some(self.core(|core| core.wheel.now()));
             }
-            let (armed, next) = self.core(|core| (core.linked, core.wheel.next_wakeup()));
-            // What `stats()` reads, as at the end of a poll: cancels applied
-            // since then (the owner's own, or taken in just now) may have
-            // removed the timer the last poll's next due tick belonged to,
-            // and an owner that now sleeps past that tick is not late.
-            self.counters.armed.set(armed as u64);
-            self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
-            next
+            // Refreshed here as at the end of a poll: cancels applied since
+            // then (the owner's own, or taken in just now) may have removed
+            // the timer the last poll's next due tick belonged to, and an
+            // owner that now sleeps past that tick is not late.
+            self.publish_counters()
         }
+    }
+
+    /// Brings what `stats()` reads of this shard (armed count, next due
+    /// tick) up to date, and returns the next due tick.
+    ///
+    /// # Safety
+    /// The caller must have claimed the shard.
+    unsafe fn publish_counters(&self) -> Option<u64> {
+        // SAFETY: forwarded.
+        let (armed, next) = unsafe { self.core(|core| (core.linked, core.wheel.next_wakeup())) };
+        self.counters.armed.set(armed as u64);
+        self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
+        next
     }
 
     /// A slot this owner freed earlier, for a start on this shard.
@@ -420,10 +430,7 @@ impl Shard {
                 fired_here += 1;
             }
             if fired_here < BATCH && !more_messages && self.intake.is_empty() {
-                let (armed, next) =
-                    unsafe { self.core(|core| (core.linked, core.wheel.next_wakeup())) };
-                self.counters.armed.set(armed as u64);
-                self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
+                unsafe { self.publish_counters() };
                 return polled;
             }
             // The poll goes on as long as messages keep coming, which under

@@ -849,24 +849,17 @@ impl Hierarchy {
     /// placed after it, first to last. Out of line: the common short
     /// cascade stays small where it is inlined.
     #[inline(never)]
-    fn cascade_both_ways<N: Nodes>(&mut self, nodes: &mut N, mut front: u32, mut back: u32) {
+    fn cascade_both_ways<N: Nodes>(&mut self, nodes: &mut N, front: u32, back: u32) {
         let mut back_half = std::mem::take(&mut self.back_half);
-        loop {
-            // Both nodes are read before the front entry is placed: placing
-            // rewrites its links. Back entries stay untouched until the end.
-            let front_node = nodes.node(front);
-            if front == back {
-                self.place(nodes, front, front_node.deadline, None);
-                break;
+        let mut walk = BothEnds { front, back };
+        // `BothEnds` reads both nodes before the front entry is placed
+        // (placing rewrites its links); back entries stay untouched until
+        // the end.
+        while let Some(((index, node), back)) = walk.next(nodes) {
+            self.place(nodes, index, node.deadline, None);
+            if let Some((index, _)) = back {
+                back_half.push(index);
             }
-            let back_node = nodes.node(back);
-            self.place(nodes, front, front_node.deadline, None);
-            back_half.push(back);
-            if front_node.next == back {
-                break;
-            }
-            front = front_node.next;
-            back = back_node.prev;
         }
         // The back half was read during the walk, but a big bucket's half
         // no longer fits in cache by now: its indices are known, so the
@@ -958,21 +951,54 @@ impl Hierarchy {
 /// The earliest deadline in the list `head..=tail` (not empty), read from
 /// both ends at once: two independent cache misses in flight, as in
 /// [`Hierarchy::cascade`] (a minimum does not care about order).
-fn min_deadline<N: Nodes>(nodes: &N, mut front: u32, mut back: u32) -> u64 {
+fn min_deadline<N: Nodes>(nodes: &N, front: u32, back: u32) -> u64 {
     let mut earliest = u64::MAX;
-    loop {
+    let mut walk = BothEnds { front, back };
+    while let Some(((_, node), back)) = walk.next(nodes) {
+        earliest = earliest.min(node.deadline);
+        if let Some((_, node)) = back {
+            earliest = earliest.min(node.deadline);
+        }
+    }
+    earliest
+}
+
+/// An entry a [`BothEnds`] walk reached, with its node as read then.
+type Visit = (u32, Node);
+
+/// A walk of the list `front..=back` (not empty) from both ends at once,
+/// for [`Hierarchy::cascade`] and [`min_deadline`]: each step reads the next
+/// entry from the front and, unless that was the last one, the next from
+/// the back, two loads that do not wait for each other.
+struct BothEnds {
+    front: u32,
+    back: u32,
+}
+
+impl BothEnds {
+    /// The next front entry and (unless the two ends have met on it) the
+    /// next back entry, each with its node. Both nodes, and the links the
+    /// walk goes on by, are read before the caller may rewrite the entries.
+    #[inline(always)]
+    fn next<N: Nodes>(&mut self, nodes: &N) -> Option<(Visit, Option<Visit>)> {
+        let front = self.front;
+        if front == NIL {
+            return None;
+        }
         let front_node = nodes.node(front);
-        earliest = earliest.min(front_node.deadline);
-        if front == back {
-            return earliest;
+        if front == self.back {
+            self.front = NIL;
+            return Some(((front, front_node), None));
         }
+        let back = self.back;
         let back_node = nodes.node(back);
-        earliest = earliest.min(back_node.deadline);
         if front_node.next == back {
-            return earliest;
+            self.front = NIL;
+        } else {
+            self.front = front_node.next;
+            self.back = back_node.prev;
         }
-        front = front_node.next;
-        back = back_node.prev;
+        Some(((front, front_node), Some((back, back_node))))
     }
 }
 
