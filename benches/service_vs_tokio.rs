@@ -68,7 +68,11 @@
 //!   owns no shard starts on the shards round-robin, and a cross-thread STOP
 //!   locks whichever shard holds the timer. The mutex peers take delays in
 //!   ticks and read no clock (the restart rows read the loop's clock once per
-//!   round).
+//!   round). `mutex-wheel-per-worker+clock`: the same, but every START or
+//!   restart reads the clock for its deadline (`Instant::now()` turned into
+//!   a 1 ms tick, rounded up), as the service and tokio do and as a caller
+//!   scheduling by wall time must: it shows how much of the service's gap to
+//!   the mutex is that clock read.
 //! * `wheel-per-worker`: a bare `Wheel` per worker, no lock: the ceiling.
 
 use std::collections::VecDeque;
@@ -506,13 +510,17 @@ impl<const KEEP: bool> TaskJob for TokioStartCancel<KEEP> {
     }
 }
 
-/// A `Mutex<Wheel>` per worker; worker `t` uses wheel `t` only.
-struct MutexPerWorker(Vec<Padded<Mutex<Wheel<usize>>>>);
+/// A `Mutex<Wheel>` per worker; worker `t` uses wheel `t` only. With
+/// `CLOCK`, each START first reads the clock and turns `now + delay` into a
+/// tick (nanoseconds, rounded up to 1 ms ticks) as a caller that schedules
+/// by wall time must, and as the service does: the peer without the
+/// clock read takes relative ticks, which no real caller has.
+struct MutexPerWorker<const CLOCK: bool>(Vec<Padded<Mutex<Wheel<usize>>>>, Instant);
 
-impl ThreadJob for MutexPerWorker {
+impl<const CLOCK: bool> ThreadJob for MutexPerWorker<CLOCK> {
     type State = Rng;
     fn new(workers: usize) -> Self {
-        MutexPerWorker(mutex_wheels(workers))
+        MutexPerWorker(mutex_wheels(workers), Instant::now())
     }
     fn state(&self, t: usize) -> Rng {
         Rng::new(t as u64 + 1)
@@ -520,10 +528,25 @@ impl ThreadJob for MutexPerWorker {
     fn run(&self, rng: &mut Rng, t: usize, rounds: u64) {
         let wheel = &self.0[t].0;
         for _ in 0..rounds * BATCH as u64 {
-            let key = wheel.lock().unwrap().insert(rng.delay_ms(), 0);
+            let delay_ms = rng.delay_ms();
+            let ticks = if CLOCK {
+                clock_ticks(self.1, delay_ms)
+            } else {
+                delay_ms
+            };
+            let key = wheel.lock().unwrap().insert(ticks, 0);
             black_box(wheel.lock().unwrap().cancel(key));
         }
     }
+}
+
+/// `epoch.elapsed() + delay` in whole 1 ms ticks, rounded up (never early),
+/// as the `+clock` mutex peers compute a deadline; relative to a wheel that
+/// stays at tick 0.
+fn clock_ticks(epoch: Instant, delay_ms: u64) -> u64 {
+    const TICK_NANOS: u64 = 1_000_000;
+    let nanos = epoch.elapsed().as_nanos() as u64 + delay_ms * TICK_NANOS;
+    nanos.div_ceil(TICK_NANOS)
 }
 
 /// A mutex per shard, used by threads that own none: starts go round-robin
@@ -645,9 +668,11 @@ impl TaskJob for TokioReset {
 
 /// `Wheel::reschedule` under a per-worker mutex; the wheel's time follows the
 /// loop's clock (read once per round), as an event loop would drive it.
-struct MutexRestart(Vec<Padded<Mutex<Wheel<usize>>>>);
+/// With `CLOCK`, each restart also reads the clock for its deadline, as the
+/// service and `Sleep::reset(Instant::now() + idle)` do.
+struct MutexRestart<const CLOCK: bool>(Vec<Padded<Mutex<Wheel<usize>>>>);
 
-impl ThreadJob for MutexRestart {
+impl<const CLOCK: bool> ThreadJob for MutexRestart<CLOCK> {
     type State = (Vec<TimerKey>, Rng, Instant);
     fn new(workers: usize) -> Self {
         MutexRestart(mutex_wheels(workers))
@@ -669,7 +694,15 @@ impl ThreadJob for MutexRestart {
             let _ = wheel.lock().unwrap().advance(now, usize::MAX, |_, _| {});
             for _ in 0..BATCH {
                 let key = conns[rng.below(CONNS as u64) as usize];
-                wheel.lock().unwrap().reschedule(key, idle).unwrap();
+                let delay = if CLOCK {
+                    // The deadline from this restart's own clock reading,
+                    // relative to the wheel's time (at most a tick later
+                    // than `idle`).
+                    clock_ticks(*epoch, idle).saturating_sub(now)
+                } else {
+                    idle
+                };
+                wheel.lock().unwrap().reschedule(key, delay).unwrap();
             }
         }
     }
@@ -1118,9 +1151,15 @@ fn criterion_groups(c: &mut Criterion) {
             workers,
             Measure::Wall,
         );
-        bench_threads::<MutexPerWorker>(
+        bench_threads::<MutexPerWorker<false>>(
             &mut group,
             "mutex-wheel-per-worker",
+            workers,
+            Measure::Wall,
+        );
+        bench_threads::<MutexPerWorker<true>>(
+            &mut group,
+            "mutex-wheel-per-worker+clock",
             workers,
             Measure::Wall,
         );
@@ -1162,7 +1201,18 @@ fn criterion_groups(c: &mut Criterion) {
     for workers in WORKERS {
         bench_threads::<Restarts<true>>(&mut group, "tickwheel-embedded", workers, Measure::Wall);
         bench_tasks::<TokioReset>(&mut group, "tokio-sleep-reset", workers, Measure::Wall);
-        bench_threads::<MutexRestart>(&mut group, "mutex-wheel-per-worker", workers, Measure::Wall);
+        bench_threads::<MutexRestart<false>>(
+            &mut group,
+            "mutex-wheel-per-worker",
+            workers,
+            Measure::Wall,
+        );
+        bench_threads::<MutexRestart<true>>(
+            &mut group,
+            "mutex-wheel-per-worker+clock",
+            workers,
+            Measure::Wall,
+        );
     }
     group.finish();
 
