@@ -29,6 +29,13 @@
 //! needs no entry anywhere else). The `next` link doubles as the free-list
 //! link while the slot is free, which is why it is an atomic.
 //!
+//! The size is a decision, not an accident (issue 11, BENCHMARKS.md "The
+//! slot size: decided"): 8 more bytes would carry a deadline other threads
+//! may write (a restart that moves a timer later without entering the
+//! shard), 16 more an intake link (a remote stop queued through the slot
+//! itself). Both speed up only what threads other than the owner do, at a
+//! cost to every timer; the slot stays at 40 bytes.
+//!
 //! # Ownership of a slot's fields
 //!
 //! * `state` (the word, see [`state`](super::state)) and `next`: atomics, any
