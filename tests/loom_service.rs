@@ -607,6 +607,39 @@ fn sleeping_owner_vs_two_stops() {
     });
 }
 
+/// Two stops from two threads at once against one sleep: both need the
+/// owner (a stop must be reclaimed promptly), and both may see the same
+/// published sleep; only the one whose CAS of the sleep deadline to AWAKE
+/// succeeds may wake it (CONTRACT 21: a sleep is interrupted at most once
+/// however many producers race). Found missing in session 14 by mutation:
+/// with the claim's CAS replaced by a load-then-store, every other model
+/// passed (their producers are one thread, whose second stop always sees
+/// the first one's AWAKE); this one fails "2 wakes for 1 sleeps".
+#[test]
+fn sleeping_owner_vs_two_concurrent_stops() {
+    model("sleeping_owner_vs_two_concurrent_stops", || {
+        let (service, mut guard, wakes) = sleeping_owner();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timers = [
+            service
+                .start(TICK * 100, counting_callback(&probe))
+                .unwrap(),
+            service
+                .start(TICK * 100, counting_callback(&probe))
+                .unwrap(),
+        ];
+        guard.poll().unwrap();
+        let producers =
+            timers.map(|timer| thread::spawn(move || assert_eq!(timer.cancel(), Stop::Cancelled)));
+        owner_loop(&mut guard, &wakes, |_| probe.drops.load(SeqCst) == 2);
+        for producer in producers {
+            producer.join().unwrap();
+        }
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        drop(service);
+    });
+}
+
 /// A RESTART to a deadline earlier than the owner's sleep wakes it (and a
 /// START later than the sleep does not need to): the owner must come to
 /// know the earlier deadline without anything else happening.
