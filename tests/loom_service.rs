@@ -676,7 +676,7 @@ fn sleeping_owner_vs_two_concurrent_stops() {
         for producer in producers {
             producer.join();
         }
-        // A losing producer's wake would come late (after the owner's loop).
+        // A second wake may come after the owner has left its loop.
         assert_one_wake_per_sleep(&wakes, sleeps);
         assert_eq!(probe.runs.load(SeqCst), 0);
         drop(service);
