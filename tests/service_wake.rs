@@ -394,3 +394,64 @@ fn drivers_that_do_not_lend_still_reclaim_and_fire() {
     }
     drop(soon);
 }
+
+/// A service whose embedded owner is woken through a counting waker.
+fn counted_wakes() -> (TimerService, Arc<AtomicUsize>) {
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let counter = wakes.clone();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(MS)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(ManualClock::new()))
+        .waker(move |_| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .build()
+        .unwrap();
+    (service, wakes)
+}
+
+/// CONTRACT 21: one published sleep, then hundreds of STARTs from another
+/// thread (more than half the backlog at which the owner must be woken
+/// anyway): the waker is called once, not again when that backlog is
+/// reached.
+#[test]
+fn many_remote_starts_wake_a_sleeping_owner_once() {
+    let (service, wakes) = counted_wakes();
+    let mut guard = service.claim_shard(0).unwrap();
+    assert_eq!(guard.next_deadline(), None); // asleep until woken
+    let remote = service.clone();
+    let timers = std::thread::spawn(move || {
+        (0..700)
+            .map(|_| remote.start(HOUR, |_| {}).unwrap())
+            .collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(wakes.load(SeqCst), 1);
+    guard.poll().unwrap();
+    assert_eq!(guard.armed(), 700);
+    drop(timers);
+}
+
+/// The same for STOPs of timers the owner armed before its sleep.
+#[test]
+fn many_remote_stops_wake_a_sleeping_owner_once() {
+    let (service, wakes) = counted_wakes();
+    let mut guard = service.claim_shard(0).unwrap();
+    let timers: Vec<_> = (0..700)
+        .map(|_| service.start(HOUR, |_| {}).unwrap())
+        .collect();
+    assert!(guard.next_deadline().is_some_and(|d| d > MS));
+    std::thread::spawn(move || {
+        for timer in &timers {
+            assert_eq!(timer.stop(), Stop::Cancelled);
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(wakes.load(SeqCst), 1);
+    guard.poll().unwrap();
+    assert_eq!(guard.armed(), 0);
+}

@@ -481,6 +481,9 @@ impl Inner {
     fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
         let shard = arming.shard;
         if self.owns(shard) {
+            // SAFETY: this thread holds the shard's claim (`owns`), and no
+            // reference into its core is live while user code runs.
+            unsafe { self.shards[shard].catch_up(self) };
             // SAFETY: this thread holds the shard's claim (`owns`).
             let index = unsafe { self.alloc_owned_slot(shard) };
             let (message, slot) = self.publish(index, arming, callback);
@@ -649,10 +652,15 @@ impl Inner {
         // release needs it only to reclaim memory, so any sleep is too long
         // for it (CONTRACT 13 and 21). Either way at most one producer per
         // sleep wins the wake (`Shard::claim_wake`). Past
-        // `WAKE_AFTER_PENDING` messages the owner is woken whatever they say,
-        // which bounds what an intake holds while its owner sleeps.
-        let needed_by = message.arm.map(|arm| arm.deadline);
-        if target.claim_wake(needed_by) || pending == WAKE_AFTER_PENDING {
+        // `WAKE_AFTER_PENDING` messages the owner is needed now whatever they
+        // say, which bounds what an intake holds while its owner sleeps; that
+        // wake goes through the same claim, so a sleep already interrupted is
+        // not interrupted again (`many_remote_starts_wake_a_sleeping_owner_once`).
+        let needed_by = match message.arm {
+            Some(arm) if pending < WAKE_AFTER_PENDING => Some(arm.deadline),
+            _ => None,
+        };
+        if target.claim_wake(needed_by) {
             self.wake(shard);
         }
     }
@@ -796,9 +804,15 @@ impl Inner {
                         if self.owns(shard) {
                             // SAFETY: this thread holds the shard's claim
                             // (`owns`), and `slot` is the message's: no
-                            // second lookup of it (an owner's START +
-                            // cancel: 791 -> 753 instructions).
-                            unsafe { self.shards[shard].reconcile_slot(self, slot, message) };
+                            // second lookup of it. An arming first lets in
+                            // what others queued before it (`catch_up`).
+                            unsafe {
+                                let target = &self.shards[shard];
+                                if message.arm.is_some() {
+                                    target.catch_up(self);
+                                }
+                                target.reconcile_slot(self, slot, message);
+                            }
                         } else {
                             self.send_remote(shard, message);
                         }
