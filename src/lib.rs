@@ -80,8 +80,8 @@ pub mod wheel;
 
 pub use error::TimerError;
 pub use service::{
-    Builder, Clock, Driver, Expiry, ManualClock, PanicReport, Restart, ShardGuard, Stats, Stop,
-    StopSync, Timer, TimerId, TimerService, TimerSpec,
+    Builder, Clock, Driver, Expiry, ManualClock, PanicReport, PanicSite, Restart, ShardGuard,
+    Stats, Stop, StopSync, Timer, TimerId, TimerService, TimerSpec,
 };
 pub use wheel::{Advance, Expired, TimerKey, Wheel};
 

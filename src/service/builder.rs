@@ -28,19 +28,38 @@ pub enum Driver {
     Embedded,
 }
 
-/// Everything the service needs to tell a callback's panic to a hook.
+/// Everything the service needs to tell a panic in user code to a hook.
 #[derive(Debug)]
 pub struct PanicReport {
-    /// The timer whose callback panicked.
+    /// The timer whose callback panicked, or whose captures' `Drop` did.
     pub timer: TimerId,
-    /// The shard it ran on.
+    /// The timer's shard.
     pub shard: usize,
+    /// Where the panic came from.
+    pub site: PanicSite,
     /// The panic message, when it was a string.
     pub message: String,
 }
 
+/// Which user code panicked (see [`PanicReport`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PanicSite {
+    /// The callback itself, on its shard's owner.
+    Callback,
+    /// The `Drop` of the callback's captures: wherever the callback was
+    /// dropped (the owner's poll, a STOP or handle drop on the thread that
+    /// made it, shutdown).
+    Drop,
+}
+
 impl PanicReport {
-    pub(crate) fn new(timer: TimerId, shard: usize, payload: Box<dyn Any + Send>) -> Self {
+    pub(crate) fn new(
+        timer: TimerId,
+        shard: usize,
+        site: PanicSite,
+        payload: Box<dyn Any + Send>,
+    ) -> Self {
         let message = if let Some(text) = payload.downcast_ref::<&'static str>() {
             (*text).to_owned()
         } else if let Some(text) = payload.downcast_ref::<String>() {
@@ -51,6 +70,7 @@ impl PanicReport {
         PanicReport {
             timer,
             shard,
+            site,
             message,
         }
     }
@@ -58,9 +78,13 @@ impl PanicReport {
 
 impl fmt::Display for PanicReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.site {
+            PanicSite::Callback => "callback",
+            PanicSite::Drop => "drop of the captures",
+        };
         write!(
             f,
-            "callback of {:?} on shard {} panicked: {}",
+            "{what} of {:?} on shard {} panicked: {}",
             self.timer, self.shard, self.message
         )
     }

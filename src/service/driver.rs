@@ -67,15 +67,18 @@ impl ShardGuard {
             return Err(TimerError::Reentrant);
         }
         if self.inner.is_shut_down() {
+            let _polling = Polling(shard);
             shard.sweep(&self.inner, self.shard);
-            shard.leave_poll();
             return Err(TimerError::Shutdown);
         }
         shard.mark_awake();
+        // Left by a guard's drop, so that a panic out of the poll (none is
+        // expected: user code runs under `catch_unwind`) cannot leave every
+        // later poll refused as re-entrant.
+        let _polling = Polling(shard);
         let now = self.inner.current_tick(self.shard);
         // SAFETY: this guard is the shard's claim, and `enter_poll` succeeded.
         let polled = unsafe { shard.poll(&self.inner, self.shard, now) };
-        shard.leave_poll();
         Ok(polled.fired)
     }
 
@@ -187,6 +190,15 @@ impl Drop for ShardGuard {
         }
         OWNED_SHARD.with(|owned| owned.set((0, 0)));
         shard.unclaim();
+    }
+}
+
+/// A poll in progress on a shard; dropping it (also while unwinding) ends it.
+struct Polling<'a>(&'a super::shard::Shard);
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        self.0.leave_poll();
     }
 }
 

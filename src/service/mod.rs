@@ -60,7 +60,7 @@ mod timer;
 use std::fmt;
 use std::time::Duration;
 
-pub use builder::{Builder, Driver, PanicReport};
+pub use builder::{Builder, Driver, PanicReport, PanicSite};
 pub use clock::{Clock, ManualClock};
 pub use driver::ShardGuard;
 pub use expiry::Expiry;
@@ -680,8 +680,10 @@ impl Inner {
         }
         // Inside, this thread acts as the owner: operations that user code
         // makes meanwhile (a callback's captures dropped by `settle`) are
-        // applied inline too.
-        let previous = OWNED_SHARD.with(|owned| owned.replace((self.address(), shard)));
+        // applied inline too. Leaving (the marker restored, the shard handed
+        // back to its owner) is a guard's drop, so it happens on unwinding
+        // too: a helper that left the shard held would wedge its owner.
+        let helping = Helping::enter(self.address(), shard, target);
         // SAFETY (both blocks): this thread holds the lent shard (`try_help`),
         // and holds no reference into its core.
         let applied =
@@ -693,8 +695,7 @@ impl Inner {
                 target.refresh_counters(message.arm.map(|arm| arm.deadline));
             }
         }
-        OWNED_SHARD.with(|owned| owned.set(previous));
-        target.end_help();
+        drop(helping);
         if applied {
             if let Some(arm) = message.arm {
                 if target.claim_wake(Some(arm.deadline)) {
@@ -990,6 +991,28 @@ impl Drop for Inner {
         // none of them runs.
         self.drivers.join_remaining();
         tag::release(self.tag);
+    }
+}
+
+/// A helper's stay inside a lent shard (see [`Inner::help`]): while it
+/// lives this thread counts as the shard's owner; dropping it, also while
+/// unwinding, restores the thread's own marker and leaves the shard.
+struct Helping<'a> {
+    target: &'a Shard,
+    previous: (usize, usize),
+}
+
+impl<'a> Helping<'a> {
+    fn enter(service: usize, shard: usize, target: &'a Shard) -> Self {
+        let previous = OWNED_SHARD.with(|owned| owned.replace((service, shard)));
+        Helping { target, previous }
+    }
+}
+
+impl Drop for Helping<'_> {
+    fn drop(&mut self) {
+        OWNED_SHARD.with(|owned| owned.set(self.previous));
+        self.target.end_help();
     }
 }
 

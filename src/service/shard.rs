@@ -6,14 +6,16 @@
 //! acquire CAS and given back with a release store). All of it runs on that
 //! thread; nothing here ever waits for another thread.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::arena::Callback;
 use super::arena::{Arena, CacheLine, Owned, Slot};
 use super::intake::{Arm, Intake, Message, Taken};
 use super::links::SlotNodes;
 use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
 use super::stats::ShardCounters;
-use super::{Expiry, Inner, PanicReport, TimerId, RUNNING_CALLBACK};
+use super::{Expiry, Inner, PanicReport, PanicSite, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
 /// `claimed`: someone is inside the shard (its owner, or a helper while it is lent).
@@ -64,8 +66,9 @@ struct ShardCore {
     linked: usize,
     /// Slots this owner freed, kept for its own next starts: the per-core
     /// pattern (start and stop on the owner's thread) then never touches the
-    /// service-wide free list, a cache line every shard would share.
-    free_slots: Vec<u32>,
+    /// service-wide free list, a cache line every shard would share. First
+    /// in, first out, and never drained below `ROTATION` (see there).
+    free_slots: VecDeque<u32>,
     /// Messages taken from the intake but not yet applied (see `poll`).
     backlog: Taken,
 }
@@ -77,6 +80,27 @@ const BATCH: usize = 1024;
 /// How many freed slots an owner keeps before handing them back to the
 /// service-wide free list (bounds what idle shards hold on to).
 const LOCAL_FREE_MAX: usize = 1024;
+
+/// Freed slots an owner keeps resting before it reuses one.
+///
+/// A slot's generation counts its incarnations and wraps after
+/// `1 << GEN_BITS` of them (`state::next_gen`): a slot is never retired, so
+/// churn, however concentrated, leaves memory flat (CONTRACT 13). What keeps
+/// a stale id stale is that its slot must pass through that many
+/// incarnations before its name comes back. Reusing the most recently freed
+/// slot would put all of a START + STOP loop on one slot (at 11 M pairs a
+/// second, a lap of 2^28 in 24 s); taking the slot that has rested longest,
+/// and never one of the last `ROTATION` freed, spreads such a loop over at
+/// least `ROTATION` slots, so a lap takes `ROTATION` times as long (about
+/// 25 minutes at that rate). The cost is up to `ROTATION` free slots per
+/// shard (`tests/generations.rs`).
+#[cfg(not(any(loom, shuttle)))]
+const ROTATION: usize = 64;
+/// Under loom and shuttle a freed slot is reused at once, so that models of
+/// a stale id racing the reuse of its slot (`reclamation_vs_stale_reader`)
+/// reach the reuse.
+#[cfg(any(loom, shuttle))]
+const ROTATION: usize = 0;
 
 /// What [`Shard::poll`] did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -114,7 +138,7 @@ impl Shard {
             core: UnsafeCell::new(ShardCore {
                 wheel: Hierarchy::starting_at(0),
                 linked: 0,
-                free_slots: Vec::new(),
+                free_slots: VecDeque::new(),
                 backlog: Taken::empty(),
             }),
             counters: ShardCounters::default(),
@@ -376,7 +400,15 @@ impl Shard {
     /// (true in user code: callbacks, or an embedded owner between polls).
     pub(crate) unsafe fn take_local_slot(&self) -> Option<u32> {
         // SAFETY: forwarded.
-        unsafe { self.core(|core| core.free_slots.pop()) }
+        unsafe {
+            self.core(|core| {
+                if core.free_slots.len() > ROTATION {
+                    core.free_slots.pop_front()
+                } else {
+                    None
+                }
+            })
+        }
     }
 
     /// A slot for the owner's START when its own free slots ran out: see
@@ -386,8 +418,11 @@ impl Shard {
     /// # Safety
     /// As for [`take_local_slot`](Self::take_local_slot).
     pub(crate) unsafe fn alloc_line(&self, arena: &Arena) -> u32 {
+        let mut spare = Vec::new();
+        let index = arena.alloc_line(&mut spare);
         // SAFETY: forwarded.
-        unsafe { self.core(|core| arena.alloc_line(&mut core.free_slots)) }
+        unsafe { self.core(|core| core.free_slots.extend(spare)) };
+        index
     }
 
     /// Refuses a poll that is already running on this shard (a callback
@@ -634,7 +669,7 @@ impl Shard {
         // callback), it is not armed (only the owner, this thread, fires),
         // and it is not running. So a plain store frees it; a CAS here was
         // one more locked instruction on every STOP's reclaim.
-        let freed = super::state::Word::free(word.gen() + 1);
+        let freed = super::state::Word::free(super::state::next_gen(word.gen()));
         slot.state.store(freed.0, Ordering::Release);
         // SAFETY: the caller owns the shard, and the slot is FREE now but
         // not yet on the free list, so no allocator can reach it. It is not
@@ -645,27 +680,32 @@ impl Shard {
             owned(slot, |owned| owned.callback.take())
         };
         self.counters.freed.bump(1);
-        if word.gen() + 1 < 1 << super::timer::GEN_BITS {
-            // SAFETY: the caller owns the shard; no core reference is live.
-            let keep = unsafe {
-                self.core(|core| {
-                    let keep = core.free_slots.len() < LOCAL_FREE_MAX;
-                    if keep {
-                        core.free_slots.push(index);
-                    }
-                    keep
-                })
-            };
-            if !keep {
-                inner.arena.free(index);
-            }
+        // The freed slot joins the back of this owner's rotation; past
+        // `LOCAL_FREE_MAX`, the one that has rested longest goes to the
+        // service-wide free list instead (see `ROTATION`).
+        // SAFETY: the caller owns the shard; no core reference is live.
+        let overflow = unsafe {
+            self.core(|core| {
+                core.free_slots.push_back(index);
+                if core.free_slots.len() > LOCAL_FREE_MAX {
+                    core.free_slots.pop_front()
+                } else {
+                    None
+                }
+            })
+        };
+        if let Some(rested) = overflow {
+            inner.arena.free(rested);
         }
-        // A slot whose generation reached `1 << GEN_BITS` is retired rather
-        // than reused: no id can carry that generation, so no stale id can
-        // ever match it.
         // User code (the callback's captures) is dropped last, once the slot
-        // is consistent: it may start, stop or drop other timers.
-        drop(callback);
+        // is consistent: it may start, stop or drop other timers, or panic.
+        let shard = usize::from(slot.shard.load(Ordering::Relaxed));
+        drop_callback(
+            inner,
+            callback,
+            TimerId::new(index, word.gen(), inner.tag),
+            shard,
+        );
     }
 
     /// Fires the slot's current arming if it is still the one in the wheel.
@@ -740,14 +780,7 @@ impl Shard {
             let result = catch_unwind(AssertUnwindSafe(|| callback.fire(&mut expiry)));
             RUNNING_CALLBACK.with(|running| running.set(previous));
             if let Err(payload) = result {
-                self.counters.panics.bump(1);
-                let report = PanicReport::new(id, shard, payload);
-                if let Some(hook) = &inner.config.panic_hook {
-                    // A panicking hook must not take the shard down either.
-                    let _ = catch_unwind(AssertUnwindSafe(|| hook(&report)));
-                } else {
-                    eprintln!("tickwheel: {report}");
-                }
+                report_panic(inner, id, shard, PanicSite::Callback, payload);
             }
         }
         unsafe { owned(slot, |owned| owned.callback = callback) };
@@ -832,7 +865,10 @@ impl Shard {
             // SAFETY: as above; no reference into the slot is live while
             // the callback's captures are dropped.
             let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
-            drop(callback);
+            if callback.is_some() {
+                let gen = slot.load(Ordering::Acquire).gen();
+                drop_callback(inner, callback, TimerId::new(index, gen, inner.tag), shard);
+            }
             // The drop may have changed the word (a handle captured by the
             // callback itself was released, and the slot freed inline):
             // settle on the current one.
@@ -841,6 +877,43 @@ impl Shard {
                 unsafe { self.settle(inner, slot, index, word) };
             }
         });
+    }
+}
+
+/// Drops a timer's callback, which runs user code (the `Drop` of its
+/// captures): a panic there is caught, counted and reported like a
+/// callback's (CONTRACT 16), wherever the drop happens (an owner's poll, a
+/// thread applying its STOP inside a lent shard, the shutdown sweep), so it
+/// never leaves a shard claimed, lent or mid-poll (`tests/user_panics.rs`).
+/// A callback whose captures need no drop costs nothing here.
+pub(crate) fn drop_callback(inner: &Inner, callback: Option<Callback>, id: TimerId, shard: usize) {
+    let Some(callback) = callback else {
+        return;
+    };
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(callback))) {
+        report_panic(inner, id, shard, PanicSite::Drop, payload);
+    }
+}
+
+/// Counts a caught panic in user code on `shard`'s counters and hands it to
+/// the panic hook (or stderr).
+#[cold]
+fn report_panic(
+    inner: &Inner,
+    id: TimerId,
+    shard: usize,
+    site: PanicSite,
+    payload: Box<dyn std::any::Any + Send>,
+) {
+    if let Some(target) = inner.shards.get(shard) {
+        target.counters.panics.bump(1);
+    }
+    let report = PanicReport::new(id, shard, site, payload);
+    if let Some(hook) = &inner.config.panic_hook {
+        // A panicking hook must not take the shard down either.
+        let _ = catch_unwind(AssertUnwindSafe(|| hook(&report)));
+    } else {
+        eprintln!("tickwheel: {report}");
     }
 }
 

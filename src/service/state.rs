@@ -79,6 +79,19 @@ const SEQ_SHIFT: u32 = 8;
 const SEQ_MASK: u64 = ((1 << 24) - 1) << SEQ_SHIFT;
 const GEN_SHIFT: u32 = 32;
 
+/// The generation a slot takes when it is freed after incarnation `gen`:
+/// the next one, wrapping from the last an id can carry
+/// (`(1 << GEN_BITS) - 1`) back to 1 (0 is never used, so the all-zero id is
+/// always stale). Slots are never retired: see `shard.rs`, `ROTATION`, for
+/// what keeps a wrapped name from coming back soon.
+pub(crate) const fn next_gen(gen: u32) -> u32 {
+    if gen >= (1 << super::timer::GEN_BITS) - 1 {
+        1
+    } else {
+        gen + 1
+    }
+}
+
 /// A decoded view of a state word. `Copy`, compared as the raw word.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(pub(crate) u64);

@@ -24,9 +24,15 @@ pub struct TimerId(pub(crate) u64);
 
 /// Bits of the slot index in an id (and so the most slots a service has).
 pub(crate) const INDEX_BITS: u32 = 28;
-/// Bits of the generation in an id; a slot whose generation would reach
-/// `1 << GEN_BITS` is retired, never reused.
+/// Bits of the generation in an id; a slot's generation wraps from
+/// `(1 << GEN_BITS) - 1` back to 1 (`state::next_gen`). Narrowed with
+/// `--cfg tickwheel_narrow_gen` so that a test can wrap it in a few thousand
+/// operations (`tests/generations.rs`).
+#[cfg(not(tickwheel_narrow_gen))]
 pub(crate) const GEN_BITS: u32 = 28;
+/// See above.
+#[cfg(tickwheel_narrow_gen)]
+pub(crate) const GEN_BITS: u32 = 4;
 const TAG_SHIFT: u32 = INDEX_BITS;
 const GEN_SHIFT: u32 = INDEX_BITS + 8;
 
