@@ -873,3 +873,45 @@ fn shutdown_sweep_vs_handle_drops() {
         assert_eq!(probe.drops.load(SeqCst), 3, "every capture dropped once");
     });
 }
+
+/// CONTRACT 5 across threads: a remote START for tick 5 that happened before
+/// the owner's START for the same tick (the owner saw the remote thread's
+/// flag) fires first. The owner links its own START at once; before it does,
+/// it must apply what the intake holds. Without that (`Shard::catch_up`
+/// removed), the owner's timer fires first whenever it saw the flag.
+#[test]
+fn remote_start_before_owner_start_fires_first() {
+    model("remote_start_before_owner_start_fires_first", || {
+        let (service, mut owner, clock) = service();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let flag = std::sync::Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let log = |name: &'static str| {
+            let order = order.clone();
+            move |_: &mut tickwheel::Expiry<'_>| order.lock().unwrap().push(name)
+        };
+        let remote = {
+            let service = service.clone();
+            let flag = flag.clone();
+            let callback = log("remote");
+            thread::spawn(move || {
+                let timer = service
+                    .schedule(tickwheel::TimerSpec::after(TICK * 5).on_shard(0), callback)
+                    .unwrap();
+                flag.store(true, std::sync::atomic::Ordering::Release);
+                timer.forget();
+            })
+        };
+        let after = flag.load(std::sync::atomic::Ordering::Acquire);
+        if after {
+            service.start(TICK * 5, log("owner")).unwrap().forget();
+        }
+        remote.join().unwrap();
+        if !after {
+            service.start(TICK * 5, log("owner")).unwrap().forget();
+        }
+        clock.advance(TICK * 5);
+        assert_eq!(owner.poll(), Ok(2));
+        // Either way the remote START happened first.
+        assert_eq!(*order.lock().unwrap(), ["remote", "owner"]);
+    });
+}
