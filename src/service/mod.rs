@@ -405,8 +405,8 @@ impl Inner {
         Ok(Timer::new(inner, id, shard))
     }
 
-    /// START: check the spec, box the callback (with the period, if any) and
-    /// arm it.
+    /// START: check the spec, make the callback (with the period, if any;
+    /// boxed only if too large to keep in the slot) and arm it.
     pub(crate) fn start_raw<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
@@ -421,7 +421,7 @@ impl Inner {
     {
         let arming = self.plan(&spec)?;
         let shard = arming.shard;
-        let callback = callback::boxed(callback, arming.period, spec.burst);
+        let callback = callback::new(callback, arming.period, spec.burst);
         Ok((self.arm(arming, callback), shard))
     }
 
