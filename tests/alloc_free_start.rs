@@ -91,7 +91,11 @@ fn warm_up(start: &dyn Fn() -> Timer, guard: &mut ShardGuard, handles: &mut Vec<
 
 /// Counts the allocations of `N` STARTs (handles kept in a vector with
 /// room for them), then of `N` START + cancel pairs, on this thread.
-fn count(start: &dyn Fn() -> Timer, guard: &mut ShardGuard, handles: &mut Vec<Timer>) -> (u64, u64) {
+fn count(
+    start: &dyn Fn() -> Timer,
+    guard: &mut ShardGuard,
+    handles: &mut Vec<Timer>,
+) -> (u64, u64) {
     let (starts, ()) = allocations(|| handles.extend((0..N).map(|_| start())));
     guard.poll().unwrap();
     for timer in handles.drain(..) {
