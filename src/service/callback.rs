@@ -101,7 +101,7 @@ struct VTable {
     /// The value is not used again.
     drop: unsafe fn(*mut u8),
     /// Kept in the buffer (for the tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     inline: bool,
 }
 
@@ -113,14 +113,14 @@ impl<T: Fire> VTables<T> {
         fire: fire_inline::<T>,
         period: period_inline::<T>,
         drop: drop_inline::<T>,
-        #[cfg(test)]
+        #[cfg(all(test, not(loom), not(shuttle)))]
         inline: true,
     };
     const BOXED: VTable = VTable {
         fire: fire_boxed::<T>,
         period: period_boxed::<T>,
         drop: drop_boxed::<T>,
-        #[cfg(test)]
+        #[cfg(all(test, not(loom), not(shuttle)))]
         inline: false,
     };
 }
@@ -215,7 +215,7 @@ impl Callback {
     }
 
     /// Whether the value is kept in the callback itself (not boxed).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn is_inline(&self) -> bool {
         self.vtable.inline
     }
