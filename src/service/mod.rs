@@ -994,6 +994,12 @@ enum Decision<R> {
 }
 
 /// Spin, then yield, then sleep briefly: waiting for another thread's callback.
+///
+/// Not `crossbeam_utils::Backoff`: it never sleeps, and its phases are
+/// fixed (seven rounds of spinning, then four yields before it reports
+/// itself done), while a callback that runs long is best waited for
+/// asleep, and `wait_for_backlog` bounds its hold by counting these rounds
+/// (64 spins, 64 yields, then 50 µs sleeps).
 fn backoff(spins: &mut u32) {
     *spins += 1;
     if *spins < 64 {
