@@ -51,7 +51,7 @@
 //! The size is a decision. At 40 bytes (the callback one word, always a
 //! pointer to a heap block unless the closure captured nothing) a slot
 //! cost less memory, but a START whose closure captured anything allocated
-//! and freed that block, and most slots straddled two cache lines. The 24
+//! and freed that block, and half the slots straddled two cache lines. The 24
 //! bytes of buffer hold the common closure (a pointer or two, an `Arc` and
 //! an index, a C callback's function, context and destructor) without an
 //! allocation; larger captures still allocate. The other uses once weighed
@@ -77,7 +77,10 @@
 //!   inline is written there by the allocating thread before it publishes
 //!   the slot, and moved out (to run it, or to drop it when the slot is
 //!   freed or the timer is dropped unrun) and back (a periodic timer) only
-//!   by the owner, exactly as the pointer to a boxed one is.
+//!   by the owner, exactly as the pointer to a boxed one is. Callbacks
+//!   still in slots when the service is dropped are dropped in place with
+//!   their segments, by the thread that drops the arena (no other thread
+//!   can reach it then).
 
 use crossbeam_utils::CachePadded;
 
