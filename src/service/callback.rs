@@ -21,9 +21,10 @@
 //! 1. A `Callback` is made only by [`Callback::new`], which pairs what it
 //!    writes into the buffer with the vtable for it: a `T` that [`fits`]
 //!    with `VTables::<T>::INLINE`, or the pointer of a leaked `Box<T>` with
-//!    `VTables::<T>::BOXED`. Neither the vtable nor the buffer is written
-//!    again, so each vtable function finds in the buffer what it was made
-//!    for, and casts it back to that type.
+//!    `VTables::<T>::BOXED`. The vtable is never replaced, and the buffer
+//!    is written again only by the value itself (a closure updating its
+//!    captures when it fires), so each vtable function finds in the buffer
+//!    what it was made for, and casts it back to that type.
 //! 2. `fits::<T>()` asks for a size of at most `INLINE` and an alignment of
 //!    at most the buffer's (8, `repr(align(8))`); a `*mut T` fits too (a
 //!    pointer is at most 8 bytes, aligned to at most 8). So every cast of
