@@ -21,7 +21,8 @@
 //!   every round). `+1alive`: each worker also keeps one other timer armed
 //!   the whole time (the issue's "150-238 if each worker keeps one other
 //!   timer alive": without it, per-shard handle bookkeeping may go 0 -> 1 ->
-//!   0 on every timer).
+//!   0 on every timer). `-capture16`: each closure captures 16 bytes (two
+//!   `u64`) instead of nothing.
 //! * `nonowner_start_cancel/{impl}/{workers}`: the same pair from bench
 //!   threads that own no shard; the service has `Driver::Threads` with one
 //!   shard per worker, its driver threads sharing the cores. `-cpu`: the
@@ -416,8 +417,9 @@ fn bench_tasks<J: TaskJob>(
 // Start + cancel at once.
 
 /// Owner START + cancel on an embedded shard; `KEEP` keeps one more timer
-/// armed per worker.
-struct OwnerStartCancel<const KEEP: bool>(TimerService);
+/// armed per worker; `CAPTURE` makes each closure capture 16 bytes (two
+/// `u64`), as a callback that refers to its connection usually does.
+struct OwnerStartCancel<const KEEP: bool, const CAPTURE: bool = false>(TimerService);
 
 /// Field order is drop order: the timer before the guard.
 struct OwnerState {
@@ -426,7 +428,7 @@ struct OwnerState {
     guard: ShardGuard,
 }
 
-impl<const KEEP: bool> ThreadJob for OwnerStartCancel<KEEP> {
+impl<const KEEP: bool, const CAPTURE: bool> ThreadJob for OwnerStartCancel<KEEP, CAPTURE> {
     type State = OwnerState;
     fn new(workers: usize) -> Self {
         OwnerStartCancel(embedded(workers))
@@ -443,8 +445,17 @@ impl<const KEEP: bool> ThreadJob for OwnerStartCancel<KEEP> {
     fn run(&self, s: &mut OwnerState, _: usize, rounds: u64) {
         for _ in 0..rounds {
             for _ in 0..BATCH {
-                let delay = Duration::from_millis(s.rng.delay_ms());
-                let timer = self.0.start(delay, |_| {}).unwrap();
+                let delay_ms = s.rng.delay_ms();
+                let delay = Duration::from_millis(delay_ms);
+                let timer = if CAPTURE {
+                    let captured = (delay_ms, rounds);
+                    self.0.start(delay, move |_| {
+                        black_box(captured);
+                    })
+                } else {
+                    self.0.start(delay, |_| {})
+                }
+                .unwrap();
                 black_box(timer.cancel());
             }
             black_box(s.guard.poll().unwrap());
@@ -1141,6 +1152,12 @@ fn criterion_groups(c: &mut Criterion) {
         bench_threads::<OwnerStartCancel<true>>(
             &mut group,
             "tickwheel-embedded+1alive",
+            workers,
+            Measure::Wall,
+        );
+        bench_threads::<OwnerStartCancel<false, true>>(
+            &mut group,
+            "tickwheel-embedded-capture16",
             workers,
             Measure::Wall,
         );

@@ -1,6 +1,8 @@
 //! The owner's hot paths, timed in a plain loop: START + `Timer::cancel`, or
 //! RESTART of one of 100,000 idle timeouts, on the thread that owns the
 //! shard (an embedded worker polling every 64 operations).
+//! `start-cancel-capture16` is START + cancel with a closure that captures
+//! 16 bytes (two `u64`) instead of nothing.
 //!
 //! The criterion rows `issue11/owner_start_cancel` and `issue11/restart_owner`
 //! (`benches/service_vs_tokio.rs`) measure the same work beside tokio and a
@@ -15,6 +17,7 @@
 //!
 //! ```sh
 //! cargo run --release --example owner_ops -- start-cancel 1000000
+//! cargo run --release --example owner_ops -- start-cancel-capture16 1000000
 //! cargo run --release --example owner_ops -- restart 500000
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
 //! ```
@@ -60,6 +63,21 @@ fn main() {
             for i in 0..ops {
                 let delay = Duration::from_millis(1 + next() % 1000);
                 let timer = service.start(delay, |_| {}).expect("running service");
+                black_box(timer.cancel());
+                if i % 64 == 0 {
+                    black_box(guard.poll().expect("owner"));
+                }
+            }
+        }
+        "start-cancel-capture16" => {
+            for i in 0..ops {
+                let delay = Duration::from_millis(1 + next() % 1000);
+                let captured = (i, delay.as_millis() as u64);
+                let timer = service
+                    .start(delay, move |_| {
+                        black_box(captured);
+                    })
+                    .expect("running service");
                 black_box(timer.cancel());
                 if i % 64 == 0 {
                     black_box(guard.poll().expect("owner"));
@@ -129,6 +147,6 @@ fn report(mode: &str, ops: u64, begin: Instant) {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | restart | remote-start-cancel] [operations] [threads]");
+    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel] [operations] [threads]");
     std::process::exit(2);
 }

@@ -46,6 +46,9 @@ mod imp {
     pub(crate) fn spin_hint() {
         std::hint::spin_loop();
     }
+
+    /// Exponential spinning, then yielding (crossbeam's).
+    pub(crate) use crossbeam_utils::Backoff;
 }
 
 #[cfg(loom)]
@@ -73,6 +76,10 @@ mod imp {
     pub(crate) fn spin_hint() {
         loom::thread::yield_now();
     }
+
+    /// crossbeam's `Backoff` spins on std's hint and yields through std,
+    /// which loom never sees (its own loom support needs `crossbeam_loom`).
+    pub(crate) type Backoff = super::ModelBackoff;
 }
 
 /// shuttle runs every thread of a test as a coroutine on one OS thread and
@@ -210,6 +217,26 @@ mod imp {
     /// for runs on the same OS thread and only when this one gives way.
     pub(crate) fn spin_hint() {
         shuttle::thread::yield_now();
+    }
+
+    /// As under loom: every step of a backoff yields to the scheduler.
+    pub(crate) type Backoff = super::ModelBackoff;
+}
+
+/// `crossbeam_utils::Backoff`'s shape for the loom and shuttle builds: each
+/// `snooze` is one yield of the model's thread, which is what lets the
+/// thread waited for run (spinning would never hand it the turn).
+#[cfg(any(loom, shuttle))]
+pub(crate) struct ModelBackoff;
+
+#[cfg(any(loom, shuttle))]
+impl ModelBackoff {
+    pub(crate) fn new() -> Self {
+        ModelBackoff
+    }
+
+    pub(crate) fn snooze(&self) {
+        imp::thread::yield_now();
     }
 }
 

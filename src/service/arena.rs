@@ -13,28 +13,51 @@
 //! # Memory
 //!
 //! Slots come in segments that are never moved. Segments come in groups of
-//! four of one size, and each group's size doubles: `BASE` four times, then
-//! `2 BASE` four times, `4 BASE`, ... A new segment therefore adds at most a
-//! quarter of what the arena already holds (plus `BASE` slots), so a service
-//! that never holds more than `n` timers at once owns at most about `5n/4`
-//! slots (50 bytes per timer; plus, per shard, the unused rest of the
-//! owner's last group of fresh slots, at most seven: see [`SlotLine`]), and
-//! the segment number of an index is still a couple of shifts. Freed slots
-//! go back to a lock-free free list (a Treiber stack whose head carries an
-//! ABA tag) and are reused before the array grows: start/stop churn leaves
+//! eight of one size, and each group's size doubles: `BASE` eight times,
+//! then `2 BASE` eight times, `4 BASE`, ... A new segment therefore adds at
+//! most an eighth of what the arena already holds (plus `BASE` slots), so a
+//! service that never holds more than `n` timers at once owns at most about
+//! `9n/8` slots: 72 bytes per timer with 64-byte slots (with groups of four
+//! it was a quarter, 80 bytes). Add, per shard, the unused rest of the
+//! owner's last group of fresh slots, at most seven (see [`SlotLine`]). The
+//! segment number of an index is still a couple of shifts. Freed slots go
+//! back to a lock-free free list (a Treiber stack whose head carries an ABA
+//! tag) and are reused before the array grows: start/stop churn leaves
 //! memory flat.
 //!
-//! A slot is 40 bytes (checked by a test): the state word, the callback (one
-//! word: see `callback.rs`), and the shard wheel's links to other slots (the wheel is intrusive: a timer
-//! needs no entry anywhere else). The `next` link doubles as the free-list
-//! link while the slot is free, which is why it is an atomic.
+//! # The slot: one cache line
 //!
-//! The size is a decision, not an accident (issue 11, BENCHMARKS.md "The
-//! slot size: decided"): 8 more bytes would carry a deadline other threads
-//! may write (a restart that moves a timer later without entering the
-//! shard), 16 more an intake link (a remote stop queued through the slot
-//! itself). Both speed up only what threads other than the owner do, at a
-//! cost to every timer; the slot stays at 40 bytes.
+//! A slot is 64 bytes, aligned to 64 (checked by a test and a compile-time
+//! assertion): every slot is exactly one cache line, so reaching a timer
+//! costs one line, and the slots of two shards never share one. It holds,
+//! in this order (`repr(C)`; offsets in bytes):
+//!
+//! | offset | size | field | |
+//! |---|---|---|---|
+//! | 0  | 8  | `state` | the state word (see [`state`](super::state)) |
+//! | 8  | 8  | `owned.callback` vtable | see `callback.rs` |
+//! | 16 | 24 | `owned.callback` buffer | the closure (and a periodic timer's period) when it fits, else the pointer to its box |
+//! | 40 | 8  | `owned.deadline` | the deadline tick of the current arming |
+//! | 48 | 4  | `owned.prev` | the wheel's backward link |
+//! | 52 | 4  | `owned.linked` | the arming the wheel entry stands for, and its rounding |
+//! | 56 | 4  | `next` | the wheel's forward link, or the free-list link |
+//! | 60 | 2  | `bucket` | the wheel bucket |
+//! | 62 | 2  | `shard` | the slot's shard |
+//!
+//! The wheel is intrusive: a timer needs no entry anywhere else. The
+//! `next` link doubles as the free-list link while the slot is free, which
+//! is why it is an atomic.
+//!
+//! The size is a decision. At 40 bytes (the callback one word, always a
+//! pointer to a heap block unless the closure captured nothing) a slot
+//! cost less memory, but a START whose closure captured anything allocated
+//! and freed that block, and half the slots straddled two cache lines. The 24
+//! bytes of buffer hold the common closure (a pointer or two, an `Arc` and
+//! an index, a C callback's function, context and destructor) without an
+//! allocation; larger captures still allocate. The other uses once weighed
+//! for extra slot bytes (a deadline other threads may write, a link to
+//! queue a remote stop through the slot itself) speed up only what threads
+//! other than the owner do, and are not what these bytes hold.
 //!
 //! # Ownership of a slot's fields
 //!
@@ -50,7 +73,16 @@
 //!   word (same `gen`) succeeds.
 //! * `owned` and `bucket`: only the owner of the slot's shard touches them
 //!   while the slot is allocated; between free and the next allocation, only
-//!   the allocator.
+//!   the allocator. This includes the callback's buffer: a closure kept
+//!   inline is written there by the allocating thread before it publishes
+//!   the slot, and moved out (to run it, or to drop it when the slot is
+//!   freed or the timer is dropped unrun) and back (a periodic timer) only
+//!   by the owner, exactly as the pointer to a boxed one is. Callbacks
+//!   still in slots when the service is dropped are dropped in place with
+//!   their segments, by the thread that drops the arena (no other thread
+//!   can reach it then).
+
+use crossbeam_utils::CachePadded;
 
 use super::state::Word;
 use crate::sync::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering, UnsafeCell};
@@ -61,7 +93,7 @@ const BASE_SHIFT: u32 = 6;
 const BASE_SHIFT: u32 = 1;
 const BASE: usize = 1 << BASE_SHIFT;
 /// Segments of one size (see the module docs).
-const GROUP: usize = 4;
+const GROUP: usize = 8;
 /// Enough segments for every `u32` index.
 const SEGMENTS: usize = GROUP * ((u32::MAX as usize / (GROUP * BASE) + 1).ilog2() as usize + 1);
 const NIL: u32 = u32::MAX;
@@ -69,6 +101,8 @@ const NIL: u32 = u32::MAX;
 pub(crate) use super::callback::Callback;
 
 /// The shard owner's view of a slot. Only the owner touches it (see module docs).
+/// `repr(C)`: the layout in the module docs.
+#[repr(C)]
 pub(crate) struct Owned {
     pub(crate) callback: Option<Callback>,
     /// The deadline tick of the current arming (while linked: the wheel's).
@@ -78,7 +112,7 @@ pub(crate) struct Owned {
     /// The arming the wheel entry stands for: its 24-bit `seq` in the low
     /// bits, and in the top byte its deadline's rounding (see
     /// [`Arm::rounding`](super::intake::Arm)), which has no room elsewhere
-    /// in the 40 bytes.
+    /// in the 64 bytes.
     linked: u32,
 }
 
@@ -113,7 +147,8 @@ impl Owned {
 /// The bits of an arming `seq` (see [`state`](super::state)).
 const SEQ_BITS: u32 = (1 << 24) - 1;
 
-/// One timer slot.
+/// One timer slot: one cache line (see the layout in the module docs).
+#[repr(C, align(64))]
 pub(crate) struct Slot {
     pub(crate) state: AtomicU64,
     pub(crate) owned: UnsafeCell<Owned>,
@@ -148,23 +183,31 @@ impl Slot {
     }
 }
 
-/// Slots per [`SlotLine`]: 8 slots of 40 bytes fill exactly five 64-byte
-/// cache lines. Under loom (segments of 2 slots) lines are single slots.
+/// Slots per [`SlotLine`]: 8 slots of 64 bytes, four pairs of cache lines.
+/// Under loom (segments of 2 slots) groups are single slots.
 #[cfg(not(loom))]
 const LINE_SLOTS: usize = 8;
 #[cfg(loom)]
 const LINE_SLOTS: usize = 1;
 
-/// The unit segments are made of: [`LINE_SLOTS`] slots that share no cache
-/// line with any other group's slots (aligned to 64 bytes, and exactly five
-/// lines long). A shard's owner takes its fresh slots a whole group at a time
-/// (`Arena::alloc_line`), so two owners' hot slots never sit on one line:
-/// with slots handed out one by one, two owners' first timers got adjacent
-/// slots and every START and STOP of each bounced that line between the cores
-/// (issue 11, BENCHMARKS.md "Issue 11: session 10": 154-169 against 108-112
-/// ns per START + cancel at two workers). Under loom and shuttle the slot's
-/// size differs, so the group is not aligned there (nothing is measured).
-#[cfg_attr(not(any(loom, shuttle)), repr(align(64)))]
+/// The unit segments are made of: [`LINE_SLOTS`] slots that a shard's owner
+/// takes a whole group at a time when it needs fresh ones
+/// (`Arena::alloc_line`).
+///
+/// A slot is a cache line of its own, so two owners' slots never share a
+/// line however they are handed out. (With slots handed out one by one
+/// when slots were 40 bytes, two owners' first timers shared a line and
+/// every START and STOP of each bounced it between the cores: 154-169
+/// against 108-112 ns per START + cancel at two workers, BENCHMARKS.md.)
+/// Groups still pay: a group is aligned to 128 bytes, so two owners' slots
+/// are not on the two lines of one 128-byte pair either, which CPUs that
+/// prefetch lines in pairs would also bounce (the reason `CachePadded` pads
+/// to 128 bytes on x86-64); and the owner moves the shared `fresh` counter
+/// once per eight fresh slots instead of once per slot. The cost is at most
+/// seven slots per shard taken and not yet used. Under loom and shuttle the
+/// slot's size differs, so the group is not aligned there (nothing is
+/// measured).
+#[cfg_attr(not(any(loom, shuttle)), repr(align(128)))]
 // Only built and freed as a group: its slots are reached through the
 // segment's slot pointer (`get`, `get_allocated`), never through the field.
 #[allow(dead_code)]
@@ -177,21 +220,14 @@ const _: () = assert!(std::mem::size_of::<SlotLine>() == LINE_SLOTS * std::mem::
 const _: () = assert!(BASE % LINE_SLOTS == 0, "segments hold whole groups");
 #[cfg(not(any(loom, shuttle)))]
 const _: () = assert!(
-    std::mem::align_of::<SlotLine>() == 64,
-    "a group starts a cache line"
+    std::mem::align_of::<SlotLine>() == 128,
+    "a group starts a pair of cache lines"
 );
-
-/// Keeps a hot atomic on a cache line of its own (128 bytes: two lines, for
-/// CPUs that prefetch in pairs).
-#[repr(align(128))]
-pub(crate) struct CacheLine<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for CacheLine<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
+#[cfg(not(any(loom, shuttle)))]
+const _: () = assert!(
+    std::mem::size_of::<Slot>() == 64 && std::mem::align_of::<Slot>() == 64,
+    "a slot is one cache line (the layout in the module docs)"
+);
 
 /// The growable slot array plus its free list.
 pub(crate) struct Arena {
@@ -199,9 +235,9 @@ pub(crate) struct Arena {
     /// Number of slot indices ever handed out fresh. Read by every `get`
     /// (every STOP), so it sits on its own cache line, away from `free_head`,
     /// which every remote START and spilled free writes.
-    fresh: CacheLine<AtomicU32>,
+    fresh: CachePadded<AtomicU32>,
     /// Free list head: `tag << 32 | index`.
-    free_head: CacheLine<AtomicU64>,
+    free_head: CachePadded<AtomicU64>,
 }
 
 // SAFETY: the raw segment pointers are owned by the arena (allocated in
@@ -215,10 +251,10 @@ unsafe impl Sync for Arena {}
 /// Segment number and offset of slot `index`.
 ///
 /// Counted from `GROUP * BASE` instead of 0 (`j` below), the slots of group
-/// `g` are exactly those whose top bit is bit `BASE_SHIFT + 2 + g`, and its
-/// four segments are told apart by the two bits under the top one (a float's
-/// exponent and two mantissa bits): one `bsr` and a few shifts, on every
-/// slot access of the owner's wheel.
+/// `g` are exactly those whose top bit is bit `BASE_SHIFT + 3 + g`, and its
+/// eight segments are told apart by the three bits under the top one (a
+/// float's exponent and three mantissa bits): one `bsr` and a few shifts,
+/// on every slot access of the owner's wheel.
 #[inline]
 fn locate(index: u32) -> (usize, usize) {
     const GROUP_BITS: u32 = GROUP.ilog2();
@@ -265,8 +301,8 @@ impl Arena {
     pub(crate) fn new() -> Self {
         Arena {
             segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
-            fresh: CacheLine(AtomicU32::new(0)),
-            free_head: CacheLine(AtomicU64::new(NIL as u64)),
+            fresh: CachePadded::new(AtomicU32::new(0)),
+            free_head: CachePadded::new(AtomicU64::new(NIL as u64)),
         }
     }
 
@@ -531,6 +567,20 @@ mod tests {
         (address / 64, (address + size_of::<Slot>() - 1) / 64)
     }
 
+    /// Every slot is exactly one cache line: none straddles two.
+    #[cfg(not(shuttle))]
+    #[test]
+    fn each_slot_is_one_cache_line() {
+        let arena = Arena::new();
+        let mut spare = Vec::new();
+        let mut indices = vec![arena.alloc(), arena.alloc_line(&mut spare)];
+        indices.extend((0..3 * BASE).map(|_| arena.alloc()));
+        for index in indices {
+            let (first, last) = lines_of(&arena, index);
+            assert_eq!(first, last, "slot {index} straddles two lines");
+        }
+    }
+
     #[test]
     fn owners_take_fresh_slots_a_group_of_cache_lines_at_a_time() {
         let arena = Arena::new();
@@ -564,16 +614,16 @@ mod tests {
         assert_eq!(group_b, (16..24).collect::<Vec<_>>());
         for group in [a, b] {
             let address = arena.get(group).unwrap() as *const Slot as usize;
-            assert_eq!(address % 64, 0, "group {group} starts a cache line");
+            assert_eq!(address % 128, 0, "group {group} starts a pair of lines");
         }
-        // No cache line holds slots of both groups, or of a group and the
-        // slots before it.
+        // No pair of cache lines (128 bytes) holds slots of both groups, or
+        // of a group and the slots before it.
         let lines = |group: &[u32]| -> Vec<usize> {
             group
                 .iter()
                 .flat_map(|&i| {
                     let (x, y) = lines_of(&arena, i);
-                    [x, y]
+                    [x / 2, y / 2]
                 })
                 .collect()
         };
@@ -589,12 +639,12 @@ mod tests {
     }
 
     #[test]
-    fn segments_add_at_most_a_quarter() {
+    fn segments_add_at_most_an_eighth() {
         let mut total = 0usize;
         for segment in 0..SEGMENTS {
-            // A quarter of what is there, plus `BASE` slots.
+            // An eighth of what is there, plus `BASE` slots.
             assert!(
-                4 * segment_len(segment) <= total + GROUP * BASE,
+                8 * segment_len(segment) <= total + 8 * BASE,
                 "segment {segment}"
             );
             total += segment_len(segment);
@@ -602,10 +652,27 @@ mod tests {
         assert!(total > u32::MAX as usize, "every u32 index has a segment");
     }
 
+    #[cfg(not(shuttle))]
     #[test]
-    fn a_slot_is_40_bytes() {
-        // Every armed timer pays for one slot (plus at most a quarter for
-        // growth): the memory target is 64 bytes per timer.
-        assert_eq!(std::mem::size_of::<Slot>(), 40);
+    fn a_slot_is_64_bytes() {
+        // Every armed timer pays for one slot (plus at most an eighth for
+        // growth): the memory target is 72 bytes per timer.
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
+        // The layout in the module docs.
+        let slot = Slot::new();
+        let base = &slot as *const Slot as usize;
+        let offset = |field: usize| field - base;
+        slot.owned.with_mut(|owned| {
+            // SAFETY: `slot` is this test's alone.
+            let owned = unsafe { &mut *owned };
+            assert_eq!(offset(&owned.callback as *const _ as usize), 8);
+            assert_eq!(offset(&owned.deadline as *const _ as usize), 40);
+            assert_eq!(offset(&owned.prev as *const _ as usize), 48);
+            assert_eq!(offset(&owned.linked as *const _ as usize), 52);
+        });
+        assert_eq!(offset(&slot.next as *const _ as usize), 56);
+        assert_eq!(offset(slot.bucket.with_mut(|b| b as usize)), 60);
+        assert_eq!(offset(&slot.shard as *const _ as usize), 62);
     }
 }

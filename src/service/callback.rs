@@ -1,30 +1,54 @@
-//! What a slot keeps of a timer's callback: the user's closure, and for a
-//! periodic timer its period, behind one pointer.
+//! What a slot keeps of a timer's callback: the user's closure and, for a
+//! periodic timer, its period; inside the slot when they fit.
 //!
-//! # Why a thin pointer
+//! # Layout
 //!
-//! Every byte of a slot is paid by every armed timer (see the slot layout in
-//! `arena.rs`). A `Box<dyn Trait>` is two words (data and vtable); a
-//! [`Callback`] is one: it points at a header whose first field is the
-//! vtable, followed by the value. The period lives beside the closure, in
-//! the same allocation, not in the slot: most timers are one-shot.
-//!
-//! A one-shot timer whose closure captures nothing (a zero-sized type with
-//! no destructor) needs no allocation at all: its `Callback` points at a
-//! promoted constant that holds only a vtable, and the closure is
-//! conjured from a dangling pointer when it fires (valid for a zero-sized
-//! type, and nothing was moved in that would need dropping).
+//! A [`Callback`] is a vtable pointer and a buffer of [`INLINE`] bytes
+//! aligned to 8: 32 bytes, and `Option<Callback>` too (a vtable pointer is
+//! never null). A value of at most `INLINE` bytes whose alignment is at most
+//! 8 lives in the buffer itself, so arming it allocates nothing. That covers
+//! the usual closure, which refers to its connection or request through a
+//! pointer or two (an `Arc` and an index: 16 bytes), a C callback (function,
+//! context, destructor: 24 bytes), and a periodic timer whose closure
+//! captures up to 16 bytes (its period takes the other 8; whether it bursts
+//! is part of its type, not a field). A larger or over-aligned value is
+//! boxed, and the buffer holds the box's pointer. The slot is sized for this
+//! buffer (see the slot layout in `arena.rs`): every byte of it is paid by
+//! every armed timer, which is why the buffer is not larger.
 //!
 //! # Safety argument
 //!
-//! A `Callback` is built only by [`boxed`], which pairs each pointer with
-//! the vtable of the type behind it: `Thin<T>` from `Box::into_raw` with
-//! `VTable::boxed::<T>()`, or the static header with `VTable::zero_sized::<T>()`.
-//! Each vtable function casts the pointer back to that same type. The
-//! `Callback` owns the allocation (it is neither `Clone` nor `Copy`) and
-//! frees it once, in `Drop`. It is `Send` because `Fire: Send`.
+//! 1. A `Callback` is made only by [`Callback::new`], which pairs what it
+//!    writes into the buffer with the vtable for it: a `T` that [`fits`]
+//!    with `VTables::<T>::INLINE`, or the pointer of a leaked `Box<T>` with
+//!    `VTables::<T>::BOXED`. The vtable is never replaced, and the buffer
+//!    is written again only by the value itself (a closure updating its
+//!    captures when it fires), so each vtable function finds in the buffer
+//!    what it was made for, and casts it back to that type.
+//! 2. `fits::<T>()` asks for a size of at most `INLINE` and an alignment of
+//!    at most the buffer's (8, `repr(align(8))`); a `*mut T` fits too (a
+//!    pointer is at most 8 bytes, aligned to at most 8). So every cast of
+//!    the buffer is in bounds and aligned.
+//! 3. The value is owned by the `Callback` alone: it is neither `Clone` nor
+//!    `Copy`, nothing else reads its buffer, and `Drop` drops the value (or
+//!    frees the box) exactly once; the vtable functions called before it
+//!    borrow the value and leave it in place.
+//! 4. Moving a `Callback` copies the buffer's bytes: for an inline value
+//!    that is a move of the `T`, which Rust allows for any value that is not
+//!    pinned (the value was passed by value, and nothing here pins it). The
+//!    buffer is a `MaybeUninit` (a union), so the copy keeps the bytes that
+//!    are uninitialised as such and a stored pointer's provenance.
+//! 5. The buffer is an `UnsafeCell`, so `period`, which has only
+//!    `&Callback`, may make a `&T` of a value with interior mutability (a
+//!    captured `Cell`) without breaking the aliasing rules.
+//!
+//! A `Callback` is `Send` because `Fire: Send` and it owns the value
+//! exclusively. It is not `Sync` (nor needs to be): its slot cell is touched
+//! by one thread at a time (see "Ownership of a slot's fields" in
+//! `arena.rs`), and that thread moves it out before it runs it.
 
-use std::ptr::NonNull;
+use std::cell::UnsafeCell;
+use std::mem::{align_of, size_of, MaybeUninit};
 
 use super::Expiry;
 
@@ -37,145 +61,185 @@ pub(crate) trait Fire: Send {
     fn period(&self) -> (u64, bool);
 }
 
-/// The callback stored in a slot: one word (`Option<Callback>` too).
-pub(crate) struct Callback(NonNull<Header>);
+/// Bytes of a value kept in the callback itself (see the module docs).
+pub(crate) const INLINE: usize = 24;
 
-// SAFETY: the value behind the pointer is a `Fire`, which is `Send`, and the
-// `Callback` owns it exclusively.
+/// Where the value, or the pointer to its box, is kept.
+#[repr(C, align(8))]
+struct Buffer(UnsafeCell<MaybeUninit<[u8; INLINE]>>);
+
+impl Buffer {
+    fn get(&self) -> *mut u8 {
+        self.0.get().cast()
+    }
+}
+
+/// The callback stored in a slot: a vtable and the value (or its box).
+/// `repr(C)`: the vtable first, as the slot layout in `arena.rs` shows.
+#[repr(C)]
+pub(crate) struct Callback {
+    vtable: &'static VTable,
+    buffer: Buffer,
+}
+
+// SAFETY: the value in the buffer (or behind the pointer in it) is a
+// `Fire`, which is `Send`, and the `Callback` owns it exclusively.
 unsafe impl Send for Callback {}
 
-/// What a `Callback` points at: the vtable, first in every allocation.
-#[repr(C)]
-struct Header {
-    vtable: &'static VTable,
+/// Whether a `T` is kept in the buffer (else it is boxed).
+const fn fits<T>() -> bool {
+    size_of::<T>() <= INLINE && align_of::<T>() <= align_of::<Buffer>()
 }
 
-/// A boxed value after its header.
-#[repr(C)]
-struct Thin<T> {
-    header: Header,
-    value: T,
-}
+// A box's pointer always fits (point 2 of the safety argument).
+const _: () = assert!(size_of::<*mut u8>() <= INLINE && align_of::<*mut u8>() <= 8);
 
 struct VTable {
-    fire: unsafe fn(NonNull<Header>, &mut Expiry<'_>),
-    period: unsafe fn(NonNull<Header>) -> (u64, bool),
-    drop: unsafe fn(NonNull<Header>),
+    /// # Safety (all three)
+    /// The argument is the buffer of a live `Callback` made with this vtable.
+    fire: unsafe fn(*mut u8, &mut Expiry<'_>),
+    period: unsafe fn(*mut u8) -> (u64, bool),
+    /// The value is not used again.
+    drop: unsafe fn(*mut u8),
+    /// Kept in the buffer (for the tests).
+    #[cfg(all(test, not(loom), not(shuttle)))]
+    inline: bool,
 }
 
 /// The vtables of one type `T`, as promoted constants.
 struct VTables<T>(std::marker::PhantomData<T>);
 
 impl<T: Fire> VTables<T> {
+    const INLINE: VTable = VTable {
+        fire: fire_inline::<T>,
+        period: period_inline::<T>,
+        drop: drop_inline::<T>,
+        #[cfg(all(test, not(loom), not(shuttle)))]
+        inline: true,
+    };
     const BOXED: VTable = VTable {
         fire: fire_boxed::<T>,
         period: period_boxed::<T>,
         drop: drop_boxed::<T>,
-    };
-    const ZERO_SIZED: VTable = VTable {
-        fire: fire_zero_sized::<T>,
-        period: period_zero_sized::<T>,
-        drop: drop_nothing,
-    };
-    /// The whole "allocation" of a zero-sized callback.
-    const ZERO_SIZED_HEADER: Header = Header {
-        vtable: &Self::ZERO_SIZED,
+        #[cfg(all(test, not(loom), not(shuttle)))]
+        inline: false,
     };
 }
 
 /// # Safety
-/// `header` came from `Box::into_raw` of a `Thin<T>` and is still owned.
-unsafe fn fire_boxed<T: Fire>(header: NonNull<Header>, expiry: &mut Expiry<'_>) {
-    // SAFETY: per the contract; the owner has exclusive access.
-    unsafe { (*header.cast::<Thin<T>>().as_ptr()).value.fire(expiry) }
+/// `buffer` holds a live `T` (an inline callback's); the caller has the
+/// callback exclusively.
+unsafe fn fire_inline<T: Fire>(buffer: *mut u8, expiry: &mut Expiry<'_>) {
+    // SAFETY: per the contract; in bounds and aligned (safety argument 2).
+    unsafe { (*buffer.cast::<T>()).fire(expiry) }
 }
 
 /// # Safety
-/// As `fire_boxed`.
-unsafe fn period_boxed<T: Fire>(header: NonNull<Header>) -> (u64, bool) {
-    // SAFETY: as in `fire_boxed`.
-    unsafe { (*header.cast::<Thin<T>>().as_ptr()).value.period() }
+/// `buffer` holds a live `T`, which nothing mutates meanwhile.
+unsafe fn period_inline<T: Fire>(buffer: *mut u8) -> (u64, bool) {
+    // SAFETY: as in `fire_inline`; a shared borrow.
+    unsafe { (*buffer.cast::<T>()).period() }
 }
 
 /// # Safety
-/// As `fire_boxed`; the allocation is not used again.
-unsafe fn drop_boxed<T: Fire>(header: NonNull<Header>) {
-    // SAFETY: per the contract, this is the `Box` that `boxed` leaked.
-    drop(unsafe { Box::from_raw(header.cast::<Thin<T>>().as_ptr()) });
-}
-
-/// # Safety
-/// `T` is zero-sized (any aligned non-null pointer is a valid `&mut T`) and
-/// a value of it was given up (forgotten) to make this callback.
-unsafe fn fire_zero_sized<T: Fire>(_: NonNull<Header>, expiry: &mut Expiry<'_>) {
+/// As `fire_inline`; the value is not used again.
+unsafe fn drop_inline<T: Fire>(buffer: *mut u8) {
     // SAFETY: per the contract.
-    unsafe { (*NonNull::<T>::dangling().as_ptr()).fire(expiry) }
+    unsafe { buffer.cast::<T>().drop_in_place() }
+}
+
+/// The box a boxed callback's buffer points to.
+///
+/// # Safety
+/// `buffer` holds the pointer `Box::into_raw` gave for a `Box<T>` that is
+/// still live.
+unsafe fn boxed_value<T>(buffer: *mut u8) -> *mut T {
+    // SAFETY: per the contract; aligned (safety argument 2).
+    unsafe { buffer.cast::<*mut T>().read() }
 }
 
 /// # Safety
-/// As `fire_zero_sized`.
-unsafe fn period_zero_sized<T: Fire>(_: NonNull<Header>) -> (u64, bool) {
-    // SAFETY: as in `fire_zero_sized`.
-    unsafe { (*NonNull::<T>::dangling().as_ptr()).period() }
+/// As `boxed_value`; the caller has the callback exclusively.
+unsafe fn fire_boxed<T: Fire>(buffer: *mut u8, expiry: &mut Expiry<'_>) {
+    // SAFETY: per the contract, the box is live and this is its only user.
+    unsafe { (*boxed_value::<T>(buffer)).fire(expiry) }
 }
 
-/// A zero-sized value without a destructor: nothing to do.
-unsafe fn drop_nothing(_: NonNull<Header>) {}
+/// # Safety
+/// As `boxed_value`, and nothing mutates the value meanwhile.
+unsafe fn period_boxed<T: Fire>(buffer: *mut u8) -> (u64, bool) {
+    // SAFETY: as in `fire_boxed`; a shared borrow.
+    unsafe { (*boxed_value::<T>(buffer)).period() }
+}
+
+/// # Safety
+/// As `fire_boxed`; the box is not used again.
+unsafe fn drop_boxed<T: Fire>(buffer: *mut u8) {
+    // SAFETY: per the contract, this is the `Box` that `Callback::new` leaked.
+    drop(unsafe { Box::from_raw(boxed_value::<T>(buffer)) });
+}
 
 impl Callback {
     fn new<T: Fire + 'static>(value: T) -> Callback {
-        if std::mem::size_of::<T>() == 0 && !std::mem::needs_drop::<T>() {
-            // Nothing to keep: the value is zero-sized and dropping it does
-            // nothing, so forgetting it here and conjuring it when it fires
-            // (`fire_zero_sized`) is the same as keeping it.
-            std::mem::forget(value);
-            let header: &'static Header = &VTables::<T>::ZERO_SIZED_HEADER;
-            return Callback(NonNull::from(header));
-        }
-        let thin = Box::new(Thin {
-            header: Header {
+        let buffer = Buffer(UnsafeCell::new(MaybeUninit::uninit()));
+        if fits::<T>() {
+            // SAFETY: `fits`: in bounds and aligned; the buffer is new and
+            // ours. The value is moved in, and dropped by `drop_inline`.
+            unsafe { buffer.get().cast::<T>().write(value) };
+            Callback {
+                vtable: &VTables::<T>::INLINE,
+                buffer,
+            }
+        } else {
+            let raw = Box::into_raw(Box::new(value));
+            // SAFETY: a pointer fits (the assertion above); the box is freed
+            // by `drop_boxed`.
+            unsafe { buffer.get().cast::<*mut T>().write(raw) };
+            Callback {
                 vtable: &VTables::<T>::BOXED,
-            },
-            value,
-        });
-        Callback(NonNull::from(Box::leak(thin)).cast())
-    }
-
-    fn vtable(&self) -> &'static VTable {
-        // SAFETY: the pointer is live (see the module docs) and starts with
-        // a `Header` (`repr(C)` puts it first).
-        unsafe { self.0.as_ref().vtable }
+                buffer,
+            }
+        }
     }
 
     /// Runs the user's closure.
     pub(crate) fn fire(&mut self, expiry: &mut Expiry<'_>) {
-        // SAFETY: the vtable belongs to the value behind the pointer.
-        unsafe { (self.vtable().fire)(self.0, expiry) }
+        // SAFETY: the vtable belongs to the buffer's content (safety
+        // argument 1), and `&mut self` is exclusive.
+        unsafe { (self.vtable.fire)(self.buffer.get(), expiry) }
     }
 
     /// `(period in ticks, burst)`; a period of 0 means one-shot.
     pub(crate) fn period(&self) -> (u64, bool) {
-        // SAFETY: as in `fire`.
-        unsafe { (self.vtable().period)(self.0) }
+        // SAFETY: as in `fire`; `&self` rules out a mutation meanwhile.
+        unsafe { (self.vtable.period)(self.buffer.get()) }
+    }
+
+    /// Whether the value is kept in the callback itself (not boxed).
+    #[cfg(all(test, not(loom), not(shuttle)))]
+    pub(crate) fn is_inline(&self) -> bool {
+        self.vtable.inline
     }
 }
 
 impl Drop for Callback {
     fn drop(&mut self) {
-        // SAFETY: as in `fire`; the pointer is not used again.
-        unsafe { (self.vtable().drop)(self.0) }
+        // SAFETY: as in `fire`; the value is not used again (this is the
+        // callback's end).
+        unsafe { (self.vtable.drop)(self.buffer.get()) }
     }
 }
 
-/// Boxes `f` for a timer with `period` ticks (0: one-shot).
-pub(crate) fn boxed<F>(f: F, period: u64, burst: bool) -> Callback
+/// The callback for `f` on a timer with `period` ticks (0: one-shot):
+/// inline if it fits, else boxed.
+pub(crate) fn new<F>(f: F, period: u64, burst: bool) -> Callback
 where
     F: FnMut(&mut Expiry<'_>) + Send + 'static,
 {
-    if period == 0 {
-        Callback::new(OneShot(f))
-    } else {
-        Callback::new(Periodic { f, period, burst })
+    match (period, burst) {
+        (0, _) => Callback::new(OneShot(f)),
+        (_, false) => Callback::new(Periodic::<F, false> { f, period }),
+        (_, true) => Callback::new(Periodic::<F, true> { f, period }),
     }
 }
 
@@ -191,19 +255,20 @@ impl<F: FnMut(&mut Expiry<'_>) + Send> Fire for OneShot<F> {
     }
 }
 
-struct Periodic<F> {
+/// A periodic timer's closure and period; `BURST` in the type, not a
+/// field, so that a 16-byte closure and its period fit inline.
+struct Periodic<F, const BURST: bool> {
     f: F,
     period: u64,
-    burst: bool,
 }
 
-impl<F: FnMut(&mut Expiry<'_>) + Send> Fire for Periodic<F> {
+impl<F: FnMut(&mut Expiry<'_>) + Send, const BURST: bool> Fire for Periodic<F, BURST> {
     fn fire(&mut self, expiry: &mut Expiry<'_>) {
         (self.f)(expiry)
     }
 
     fn period(&self) -> (u64, bool) {
-        (self.period, self.burst)
+        (self.period, BURST)
     }
 }
 
@@ -227,30 +292,58 @@ mod tests {
         (service, guard, clock)
     }
 
-    #[test]
-    fn a_callback_is_one_word() {
-        assert_eq!(std::mem::size_of::<Option<Callback>>(), 8);
+    /// Uses a closure's captures.
+    fn keep<T>(value: T) {
+        std::hint::black_box(value);
     }
 
     #[test]
-    fn a_closure_that_captures_nothing_shares_one_static_header() {
-        let a = boxed(|_| {}, 0, false);
-        let b = boxed(|_| {}, 0, false);
-        let c = boxed(|_| {}, 0, false);
-        // Nothing was allocated: miri reports an invalid free if `drop`
-        // frees the static header.
+    fn a_callback_is_four_words() {
+        assert_eq!(std::mem::size_of::<Option<Callback>>(), 8 + INLINE);
+    }
+
+    #[test]
+    fn a_closure_that_captures_nothing_is_inline() {
+        let a = new(|_| {}, 0, false);
+        let b = new(|_| {}, 0, false);
+        assert!(a.is_inline() && b.is_inline());
         assert_eq!(a.period(), (0, false));
-        let again = || boxed(|_| {}, 0, false);
-        assert_eq!(again().0, again().0, "same type, same static header");
-        drop((a, b, c));
+        drop((a, b));
+    }
+
+    /// What is kept inline and what is boxed, by size and alignment.
+    #[test]
+    fn small_captures_are_inline_and_larger_ones_boxed() {
+        let (x, y, z, w) = (1u64, 2u64, 3u64, 4u64);
+        let arc = Arc::new(5u64);
+        let sixteen = new(move |_| keep((x, y)), 0, false);
+        let arc_and_index = new(move |_| keep((&arc, x)), 0, false);
+        let twenty_four = new(move |_| keep((x, y, z)), 0, false);
+        let thirty_two = new(move |_| keep((x, y, z, w)), 0, false);
+        #[repr(align(16))]
+        #[derive(Clone, Copy, Debug)]
+        struct Aligned(#[allow(dead_code)] u8);
+        let aligned = Aligned(1);
+        let over_aligned = new(move |_| keep(aligned), 0, false);
+        let periodic_sixteen = new(move |_| keep((x, y)), 5, true);
+        let periodic_twenty_four = new(move |_| keep((x, y, z)), 5, false);
+        assert!(sixteen.is_inline());
+        assert!(arc_and_index.is_inline());
+        assert!(twenty_four.is_inline());
+        assert!(!thirty_two.is_inline());
+        assert!(!over_aligned.is_inline());
+        assert!(periodic_sixteen.is_inline());
+        assert_eq!(periodic_sixteen.period(), (5, true));
+        assert!(!periodic_twenty_four.is_inline());
+        assert_eq!(periodic_twenty_four.period(), (5, false));
     }
 
     #[test]
     fn a_periodic_callback_keeps_its_period_beside_the_closure() {
-        let periodic = boxed(|_| {}, 7, true);
+        let periodic = new(|_| {}, 7, true);
         assert_eq!(periodic.period(), (7, true));
         let captured = Arc::new(());
-        let capturing = boxed(
+        let capturing = new(
             move |_| {
                 let _ = &captured;
             },
@@ -258,6 +351,10 @@ mod tests {
             false,
         );
         assert_eq!(capturing.period(), (3, false));
+        let big = [1u64; 8];
+        let boxed = new(move |_| keep(big), 9, true);
+        assert!(!boxed.is_inline());
+        assert_eq!(boxed.period(), (9, true));
     }
 
     /// Captures are dropped exactly once, when the callback is, and not
@@ -272,7 +369,7 @@ mod tests {
             }
         }
         let zero_sized_with_drop = Counted;
-        let callback = boxed(
+        let callback = new(
             move |_| {
                 let _ = &zero_sized_with_drop;
             },
@@ -285,7 +382,7 @@ mod tests {
 
         let shared = Arc::new(());
         let held = shared.clone();
-        let callback = boxed(
+        let callback = new(
             move |_| {
                 let _ = &held;
             },
@@ -297,8 +394,66 @@ mod tests {
         assert_eq!(Arc::strong_count(&shared), 1);
     }
 
-    /// Both kinds fire through the service: a closure that captures
-    /// nothing (the static header) and one that captures a counter.
+    /// A boxed value's captures are dropped once too, and its box freed
+    /// (miri reports a leak or a double free otherwise).
+    #[test]
+    fn boxed_captures_are_dropped_once_with_the_callback() {
+        let shared = Arc::new(());
+        let held = shared.clone();
+        let padding = [7u64; 4];
+        let callback = new(
+            move |_| {
+                let _ = (&held, padding);
+            },
+            0,
+            false,
+        );
+        assert!(!callback.is_inline());
+        assert_eq!(Arc::strong_count(&shared), 2);
+        drop(callback);
+        assert_eq!(Arc::strong_count(&shared), 1);
+    }
+
+    /// An inline value moves with its callback (as it does when the owner
+    /// takes it out of the slot to run it and puts a periodic one back),
+    /// and a captured `Cell` may be read through `period`'s `&self` while
+    /// the closure mutates it when it fires.
+    #[test]
+    fn inline_values_move_with_the_callback() {
+        use std::cell::Cell;
+        let (service, mut guard, clock) = service();
+        let fires = Arc::new(AtomicUsize::new(0));
+        let counted = fires.clone();
+        let count = Cell::new(0u64);
+        let callback = new(
+            move |_| {
+                count.set(count.get() + 1);
+                counted.fetch_add(count.get() as usize, Ordering::SeqCst);
+            },
+            4,
+            false,
+        );
+        assert!(callback.is_inline());
+        let mut moved = vec![Some(callback)];
+        let mut callback = moved.pop().flatten().unwrap();
+        assert_eq!(callback.period(), (4, false));
+        let _timer = service
+            .start(Duration::from_millis(1), move |expiry| {
+                // Fire the moved callback twice from a real expiry.
+                callback.fire(expiry);
+                assert_eq!(callback.period(), (4, false));
+                callback.fire(expiry);
+            })
+            .unwrap();
+        clock.advance(Duration::from_millis(5));
+        guard.poll().unwrap();
+        // 1 for the first fire, 2 for the second: the count survived moves.
+        assert_eq!(fires.load(Ordering::SeqCst), 3);
+    }
+
+    /// Both kinds fire through the service: closures kept inline (one that
+    /// captures nothing, one that captures a counter, a periodic one) and
+    /// boxed ones (a one-shot and a periodic one with 40-byte captures).
     #[test]
     fn both_kinds_fire() {
         static STATIC_FIRES: AtomicUsize = AtomicUsize::new(0);
@@ -320,9 +475,26 @@ mod tests {
                 STATIC_FIRES.fetch_add(10, Ordering::SeqCst);
             })
             .unwrap();
+        let big = [1usize; 4];
+        let counted = fires.clone();
+        let _d = service
+            .start(Duration::from_millis(1), move |_| {
+                counted.fetch_add(big.iter().sum::<usize>() * 100, Ordering::SeqCst);
+            })
+            .unwrap();
+        let counted = fires.clone();
+        let periodic_fires = Arc::new(AtomicUsize::new(0));
+        let periodic_counted = periodic_fires.clone();
+        let _e = service
+            .start_periodic(Duration::from_millis(1), move |_| {
+                let _ = (&counted, big);
+                periodic_counted.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
         clock.advance(Duration::from_millis(5));
         guard.poll().unwrap();
-        assert_eq!(fires.load(Ordering::SeqCst), 1);
+        assert_eq!(fires.load(Ordering::SeqCst), 401);
+        assert!(periodic_fires.load(Ordering::SeqCst) >= 1);
         let statics = STATIC_FIRES.load(Ordering::SeqCst);
         assert_eq!(statics % 10, 1, "the one-shot fired once");
         assert!(statics / 10 >= 1, "the periodic one fired");

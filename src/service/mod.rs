@@ -411,8 +411,8 @@ impl Inner {
         Ok(Timer::new(inner, id, shard))
     }
 
-    /// START: check the spec, box the callback (with the period, if any) and
-    /// arm it.
+    /// START: check the spec, make the callback (with the period, if any;
+    /// boxed only if too large to keep in the slot) and arm it.
     pub(crate) fn start_raw<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
@@ -427,7 +427,7 @@ impl Inner {
     {
         let arming = self.plan(&spec)?;
         let shard = arming.shard;
-        let callback = callback::boxed(callback, arming.period, spec.burst);
+        let callback = callback::new(callback, arming.period, spec.burst);
         Ok((self.arm(arming, callback), shard))
     }
 
@@ -1037,6 +1037,12 @@ enum Decision<R> {
 }
 
 /// Spin, then yield, then sleep briefly: waiting for another thread's callback.
+///
+/// Not `crossbeam_utils::Backoff`: it never sleeps, and its phases are
+/// fixed (seven rounds of spinning, then four yields before it reports
+/// itself done), while a callback that runs long is best waited for
+/// asleep, and `wait_for_backlog` bounds its hold by counting these rounds
+/// (64 spins, 64 yields, then 50 µs sleeps).
 fn backoff(spins: &mut u32) {
     *spins += 1;
     if *spins < 64 {

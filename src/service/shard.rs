@@ -9,8 +9,10 @@
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crossbeam_utils::CachePadded;
+
 use super::arena::Callback;
-use super::arena::{Arena, CacheLine, Owned, Slot};
+use super::arena::{Arena, Owned, Slot};
 use super::intake::{Arm, Intake, Message, Taken};
 use super::links::SlotNodes;
 use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
@@ -54,9 +56,9 @@ pub(crate) struct Shard {
     /// `Timer` handles alive for this shard's timers, plus `timer::SHUT` once
     /// shutdown has begun; while both, the shard holds one strong count of
     /// the service for them (see `Timer::new`).
-    pub(crate) handles: CacheLine<AtomicUsize>,
+    pub(crate) handles: CachePadded<AtomicUsize>,
     /// The highest clock reading used for this shard (see `clock.rs`).
-    pub(crate) clock_mark: CacheLine<std::sync::atomic::AtomicU64>,
+    pub(crate) clock_mark: CachePadded<std::sync::atomic::AtomicU64>,
 }
 
 struct ShardCore {
@@ -142,8 +144,8 @@ impl Shard {
                 backlog: Taken::empty(),
             }),
             counters: ShardCounters::default(),
-            handles: CacheLine(AtomicUsize::new(0)),
-            clock_mark: CacheLine(std::sync::atomic::AtomicU64::new(0)),
+            handles: CachePadded::new(AtomicUsize::new(0)),
+            clock_mark: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -205,7 +207,7 @@ impl Shard {
     /// leave.
     pub(crate) fn take_back(&self) {
         self.claimed.fetch_or(WANTED, Ordering::Relaxed);
-        let mut spins = 0u32;
+        let backoff = crate::sync::Backoff::new();
         while self
             .claimed
             .compare_exchange_weak(LENT | WANTED, HELD, Ordering::Acquire, Ordering::Relaxed)
@@ -215,12 +217,7 @@ impl Shard {
             // few hundred nanoseconds unless it was preempted, and then
             // yielding is what lets it run again soonest (a sleep would add
             // the timer slack and a wakeup to every such wait).
-            spins += 1;
-            if spins < 64 {
-                crate::sync::spin_hint();
-            } else {
-                crate::sync::thread::yield_now();
-            }
+            backoff.snooze();
         }
     }
 

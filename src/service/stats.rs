@@ -128,7 +128,8 @@ pub struct Stats {
     /// Timer slots ever allocated (the memory high-water mark, in slots).
     pub slots: u64,
     /// Bytes one slot takes: the service's own bookkeeping per timer, its
-    /// wheel entry included (the boxed callback is apart).
+    /// wheel entry and a callback of up to 24 bytes included (a larger
+    /// callback is boxed apart).
     pub slot_bytes: u64,
     /// Median lateness of the callbacks run so far: from the deadline asked
     /// for to the callback's start, on the service's clock (as
