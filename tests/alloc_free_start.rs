@@ -12,7 +12,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickwheel::{Clock, Driver, ManualClock, ShardGuard, Timer, TimerService};
+use tickwheel::{ManualClock, ShardGuard, Timer, TimerService};
+
+#[path = "common/manual_service.rs"]
+mod common;
 
 struct Counting;
 
@@ -64,13 +67,7 @@ const DELAY: Duration = Duration::from_secs(60);
 /// An embedded service of one shard on a manual clock, its shard claimed
 /// by this thread.
 fn service() -> (TimerService, ShardGuard, ManualClock) {
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock.clone()))
-        .build()
-        .unwrap();
+    let (service, clock) = common::manual(1);
     let guard = service.claim_shard(0).unwrap();
     (service, guard, clock)
 }

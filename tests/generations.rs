@@ -11,22 +11,17 @@
 
 use std::time::Duration;
 
-use tickwheel::{Clock, Driver, ManualClock, Stop, TimerService, TimerSpec};
+use tickwheel::{Stop, TimerSpec};
 
-const MS: Duration = Duration::from_millis(1);
+#[path = "common/manual_service.rs"]
+mod common;
+use common::MS;
+
 const HOUR: Duration = Duration::from_secs(3600);
 const PAIRS: usize = 100_000;
 
-fn manual() -> (TimerService, ManualClock) {
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock.clone()))
-        .build()
-        .unwrap();
-    (service, clock)
+fn manual() -> (tickwheel::TimerService, tickwheel::ManualClock) {
+    common::manual(1)
 }
 
 #[test]

@@ -8,21 +8,11 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use tickwheel::{Clock, Driver, ManualClock, TimerService, TimerSpec};
+use tickwheel::{Timer, TimerService, TimerSpec};
 
-const MS: Duration = Duration::from_millis(1);
-
-fn manual() -> (TimerService, ManualClock) {
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock.clone()))
-        .build()
-        .unwrap();
-    (service, clock)
-}
+#[path = "common/manual_service.rs"]
+mod common;
+use common::MS;
 
 type Log = Arc<Mutex<Vec<&'static str>>>;
 
@@ -31,12 +21,18 @@ fn logger(log: &Log, name: &'static str) -> impl FnMut(&mut tickwheel::Expiry<'_
     move |_| log.lock().unwrap().push(name)
 }
 
-/// Another thread starts `remote` for tick 5, then tells the owner, which
-/// then does `owner_side` (arming something for tick 5 too).
-fn remote_then_owner(owner_side: impl FnOnce(&TimerService, &Log)) -> Vec<&'static str> {
-    let (service, clock) = manual();
+/// The owner first does `before` (it may arm a timer of its own and keep
+/// the handle), then another thread starts a timer for tick 5 and tells the
+/// owner through a channel, then the owner does `after` (arming something
+/// for tick 5 too). Returns the firing order at tick 5.
+fn remote_then_owner(
+    before: impl FnOnce(&TimerService, &Log) -> Option<Timer>,
+    after: impl FnOnce(&TimerService, &Log, Option<&Timer>),
+) -> Vec<&'static str> {
+    let (service, clock) = common::manual(1);
     let log: Log = Arc::default();
     let mut guard = service.claim_shard(0).unwrap();
+    let owned = before(&service, &log);
     let (tx, rx) = mpsc::channel();
     let (remote_service, remote_log) = (service.clone(), log.clone());
     std::thread::spawn(move || {
@@ -49,50 +45,43 @@ fn remote_then_owner(owner_side: impl FnOnce(&TimerService, &Log)) -> Vec<&'stat
         tx.send(timer).unwrap();
     });
     let remote = rx.recv().unwrap();
-    owner_side(&service, &log);
+    after(&service, &log, owned.as_ref());
     clock.advance(5 * MS);
     assert_eq!(guard.poll(), Ok(2));
-    drop(remote);
+    drop((remote, owned));
     let order = log.lock().unwrap().clone();
     order
 }
 
 #[test]
 fn an_owners_start_does_not_overtake_an_earlier_remote_start() {
-    let order = remote_then_owner(|service, log| {
-        service
-            .start(5 * MS, logger(log, "owner"))
-            .unwrap()
-            .forget();
-    });
+    let order = remote_then_owner(
+        |_, _| None,
+        |service, log, _| {
+            service
+                .start(5 * MS, logger(log, "owner"))
+                .unwrap()
+                .forget();
+        },
+    );
     assert_eq!(order, ["remote", "owner"]);
 }
 
 #[test]
 fn an_owners_restart_does_not_overtake_an_earlier_remote_start() {
-    let (service, clock) = manual();
-    let log: Log = Arc::default();
-    let mut guard = service.claim_shard(0).unwrap();
-    let owned = service
-        .start(Duration::from_secs(3600), logger(&log, "owner"))
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let (remote_service, remote_log) = (service.clone(), log.clone());
-    std::thread::spawn(move || {
-        let timer = remote_service
-            .schedule(
-                TimerSpec::after(5 * MS).on_shard(0),
-                logger(&remote_log, "remote"),
+    let order = remote_then_owner(
+        |service, log| {
+            Some(
+                service
+                    .start(Duration::from_secs(3600), logger(log, "owner"))
+                    .unwrap(),
             )
-            .unwrap();
-        tx.send(timer).unwrap();
-    });
-    let remote = rx.recv().unwrap();
-    owned.restart(5 * MS).unwrap();
-    clock.advance(5 * MS);
-    assert_eq!(guard.poll(), Ok(2));
-    assert_eq!(*log.lock().unwrap(), ["remote", "owner"]);
-    drop((remote, owned));
+        },
+        |_, _, owned| {
+            owned.unwrap().restart(5 * MS).unwrap();
+        },
+    );
+    assert_eq!(order, ["remote", "owner"]);
 }
 
 /// From inside a callback (the owner's thread, during a poll): a START that
@@ -100,7 +89,7 @@ fn an_owners_restart_does_not_overtake_an_earlier_remote_start() {
 /// still fires first.
 #[test]
 fn a_start_from_a_callback_does_not_overtake_an_earlier_remote_start() {
-    let (service, clock) = manual();
+    let (service, clock) = common::manual(1);
     let log: Log = Arc::default();
     let mut guard = service.claim_shard(0).unwrap();
     let (go_tx, go_rx) = mpsc::channel::<()>();

@@ -14,9 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use tickwheel::{Clock, Driver, ManualClock, PanicSite, Stop, TimerService, TimerSpec};
+use tickwheel::{Driver, ManualClock, PanicSite, Stop, TimerService, TimerSpec};
 
-const MS: Duration = Duration::from_millis(1);
+#[path = "common/manual_service.rs"]
+mod common;
+use common::MS;
+
 const HOUR: Duration = Duration::from_secs(3600);
 /// Liveness limit: far beyond anything a loaded machine needs.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -190,14 +193,7 @@ fn a_panicking_capture_drop_inside_a_lent_embedded_shard() {
 fn a_panicking_capture_drop_in_the_owners_poll_is_caught() {
     let clock = ManualClock::new();
     let (seen, hook) = recording();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock.clone()))
-        .panic_hook(hook)
-        .build()
-        .unwrap();
+    let service = common::builder(1, &clock).panic_hook(hook).build().unwrap();
     let mut guard = service.claim_shard(0).unwrap();
     service.start(MS, bomb_callback()).unwrap().forget();
     clock.advance(MS);
@@ -249,11 +245,7 @@ fn a_driver_thread_survives_a_panicking_capture_drop() {
 #[test]
 fn panicking_capture_drops_on_an_owner_cancel_and_at_shutdown() {
     let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock.clone()))
+    let service = common::builder(1, &clock)
         .panic_hook(|_| {})
         .build()
         .unwrap();
