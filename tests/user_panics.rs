@@ -83,6 +83,26 @@ fn keep_alive(service: &TimerService) -> std::mem::ManuallyDrop<TimerService> {
     std::mem::ManuallyDrop::new(service.clone())
 }
 
+/// An embedded owner on a manual clock still fires: a new one-tick timer
+/// runs at the next tick's poll.
+fn assert_a_new_timer_fires(
+    service: &TimerService,
+    guard: &mut tickwheel::ShardGuard,
+    clock: &ManualClock,
+) {
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = fired.clone();
+    service
+        .start(MS, move |_| {
+            counter.fetch_add(1, SeqCst);
+        })
+        .unwrap()
+        .forget();
+    clock.advance(MS);
+    assert_eq!(guard.poll(), Ok(1));
+    assert_eq!(fired.load(SeqCst), 1);
+}
+
 /// Drops the service on another thread and waits (bounded) for the drop to
 /// return: a wedged shard made it spin for ever.
 fn drops_in_time(service: TimerService) -> bool {
@@ -200,17 +220,7 @@ fn a_panicking_capture_drop_in_the_owners_poll_is_caught() {
     assert_eq!(guard.poll(), Ok(1));
     assert_eq!(service.stats().panics, 1);
     assert_eq!(seen.lock().unwrap()[0].1, PanicSite::Drop);
-    let fired = Arc::new(AtomicUsize::new(0));
-    let counter = fired.clone();
-    service
-        .start(MS, move |_| {
-            counter.fetch_add(1, SeqCst);
-        })
-        .unwrap()
-        .forget();
-    clock.advance(MS);
-    assert_eq!(guard.poll(), Ok(1));
-    assert_eq!(fired.load(SeqCst), 1);
+    assert_a_new_timer_fires(&service, &mut guard, &clock);
     // The freed slot is reusable, and nothing is left armed.
     assert_eq!(guard.armed(), 0);
 }
@@ -253,17 +263,7 @@ fn panicking_capture_drops_on_an_owner_cancel_and_at_shutdown() {
     let timer = service.start(HOUR, bomb_callback()).unwrap();
     assert_eq!(timer.cancel(), Stop::Cancelled);
     assert_eq!(service.stats().panics, 1);
-    let fired = Arc::new(AtomicUsize::new(0));
-    let counter = fired.clone();
-    service
-        .start(MS, move |_| {
-            counter.fetch_add(1, SeqCst);
-        })
-        .unwrap()
-        .forget();
-    clock.advance(MS);
-    assert_eq!(guard.poll(), Ok(1));
-    assert_eq!(fired.load(SeqCst), 1);
+    assert_a_new_timer_fires(&service, &mut guard, &clock);
     // Pending at shutdown: the sweep drops it.
     service.start(HOUR, bomb_callback()).unwrap().forget();
     drop(guard);

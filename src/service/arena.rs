@@ -369,7 +369,7 @@ impl Arena {
     /// for the owner's next STARTs. A group starts at a multiple of
     /// `LINE_SLOTS`: the slots before it that others took one by one are
     /// left to them, and any the step over skips go to the free list.
-    pub(crate) fn alloc_line(&self, spare: &mut Vec<u32>) -> u32 {
+    pub(crate) fn alloc_line(&self, spare: &mut impl Extend<u32>) -> u32 {
         if let Some(index) = self.pop_free() {
             return index;
         }

@@ -415,11 +415,8 @@ impl Shard {
     /// # Safety
     /// As for [`take_local_slot`](Self::take_local_slot).
     pub(crate) unsafe fn alloc_line(&self, arena: &Arena) -> u32 {
-        let mut spare = Vec::new();
-        let index = arena.alloc_line(&mut spare);
         // SAFETY: forwarded.
-        unsafe { self.core(|core| core.free_slots.extend(spare)) };
-        index
+        unsafe { self.core(|core| arena.alloc_line(&mut core.free_slots)) }
     }
 
     /// Refuses a poll that is already running on this shard (a callback
@@ -482,20 +479,8 @@ impl Shard {
     /// captures being dropped); no core reference is held across a message.
     pub(crate) unsafe fn take_intake(&self, inner: &Inner) -> bool {
         for _ in 0..BATCH {
-            // SAFETY: forwarded; the borrow ends before the message is applied.
-            let message = unsafe {
-                self.core(|core| {
-                    if core.backlog.is_empty() {
-                        self.intake.recycle(&mut core.backlog);
-                        if self.intake.is_empty() {
-                            return None;
-                        }
-                        core.backlog = self.intake.take_all();
-                    }
-                    core.backlog.pop()
-                })
-            };
-            let Some(message) = message else {
+            // SAFETY: forwarded.
+            let Some(message) = (unsafe { self.next_message(true) }) else {
                 return false;
             };
             // SAFETY: forwarded.
@@ -503,6 +488,31 @@ impl Shard {
         }
         // SAFETY: forwarded.
         unsafe { !self.core(|core| core.backlog.is_empty()) || !self.intake.is_empty() }
+    }
+
+    /// The oldest message taken in and not yet applied; when none is left
+    /// and `refill`, whatever the intake holds now is taken in first.
+    ///
+    /// # Safety
+    /// As for [`take_intake`](Self::take_intake); the core borrow ends
+    /// before the message is returned.
+    unsafe fn next_message(&self, refill: bool) -> Option<Message> {
+        // SAFETY: forwarded.
+        unsafe {
+            self.core(|core| {
+                if core.backlog.is_empty() {
+                    if !refill {
+                        return None;
+                    }
+                    self.intake.recycle(&mut core.backlog);
+                    if self.intake.is_empty() {
+                        return None;
+                    }
+                    core.backlog = self.intake.take_all();
+                }
+                core.backlog.pop()
+            })
+        }
     }
 
     /// Before the owner links its own START or RESTART: applies everything
@@ -529,22 +539,14 @@ impl Shard {
 
     #[cold]
     unsafe fn catch_up_slow(&self, inner: &Inner) {
-        let mut snapshot_taken = false;
+        // One snapshot of the intake, taken once the earlier backlog is
+        // applied; nothing pushed after that.
+        let mut refill = true;
         loop {
-            // SAFETY: forwarded; the borrow ends before the message is applied.
-            let message = unsafe {
-                self.core(|core| {
-                    if core.backlog.is_empty() {
-                        if snapshot_taken {
-                            return None;
-                        }
-                        snapshot_taken = true;
-                        self.intake.recycle(&mut core.backlog);
-                        core.backlog = self.intake.take_all();
-                    }
-                    core.backlog.pop()
-                })
-            };
+            // SAFETY (both): forwarded.
+            let take_snapshot = refill && unsafe { self.core(|core| core.backlog.is_empty()) };
+            refill &= !take_snapshot;
+            let message = unsafe { self.next_message(take_snapshot) };
             let Some(message) = message else {
                 return;
             };
