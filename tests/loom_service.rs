@@ -915,3 +915,46 @@ fn remote_start_before_owner_start_fires_first() {
         assert_eq!(*order.lock().unwrap(), ["remote", "owner"]);
     });
 }
+
+/// Lazy reclaim of remote stops: another thread cancels a due timer and a
+/// far one (each one CAS on its slot and one count on the shard) while the
+/// owner polls, which fires the due one unless the cancel won, and sweeps
+/// stopped timers out once they are due for it (under loom, from the first
+/// one). Exactly one of cancel and fire wins for the due timer; the far one
+/// never runs; and one more poll after the cancels reclaims both slots and
+/// drops both callbacks, whatever the sweep saw mid-way: the sweep lowers
+/// the count only by what it read before its walk, and reading a count
+/// (acquire) makes the stop behind it visible to the walk. With that load
+/// relaxed (and the count's add too), loom finds a sweep that subtracts a
+/// stop whose CAS it did not yet see: the far timer is never reclaimed.
+#[test]
+fn remote_cancel_vs_fire_vs_sweep() {
+    model("remote_cancel_vs_fire_vs_sweep", || {
+        let (service, mut guard, clock) = service();
+        let due = std::sync::Arc::new(Probe::default());
+        let far = std::sync::Arc::new(Probe::default());
+        let a = service.start(TICK, counting_callback(&due)).unwrap();
+        let b = service.start(TICK * 100, counting_callback(&far)).unwrap();
+        guard.poll().unwrap();
+        clock.advance(TICK);
+        let remote = thread::spawn(move || (a.cancel(), b.cancel()));
+        guard.poll().unwrap();
+        let (first, second) = remote.join().unwrap();
+        guard.poll().unwrap();
+        let ran = due.runs.load(SeqCst);
+        match first {
+            Stop::Cancelled => assert_eq!(ran, 0, "a cancelled timer ran"),
+            Stop::Fired | Stop::Running => assert_eq!(ran, 1),
+            Stop::Inactive => panic!("the due timer's cancel found nothing"),
+        }
+        assert_eq!(second, Stop::Cancelled);
+        assert_eq!(far.runs.load(SeqCst), 0);
+        assert_eq!(
+            (due.drops.load(SeqCst), far.drops.load(SeqCst)),
+            (1, 1),
+            "a stopped timer was not reclaimed"
+        );
+        assert_eq!(service.stats().freed, 2);
+        drop(guard);
+    });
+}

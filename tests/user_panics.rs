@@ -115,8 +115,10 @@ fn drops_in_time(service: TimerService) -> bool {
 }
 
 /// The driver thread lends its shard while it sleeps with nothing due soon;
-/// a cancel from another thread is then applied by that thread, in the
-/// shard, and the capture's panicking `Drop` runs there.
+/// the release of a fired timer's handle from another thread is then
+/// applied by that thread, in the shard, and the capture's panicking `Drop`
+/// runs there. (A remote cancel of an armed timer leaves the slot for the
+/// owner to reclaim; a fired one has no wheel entry to meet it by.)
 #[test]
 fn a_panicking_capture_drop_during_a_remote_cancel_leaves_the_shard_working() {
     let (seen, hook) = recording();
@@ -128,8 +130,13 @@ fn a_panicking_capture_drop_during_a_remote_cancel_leaves_the_shard_working() {
         .build()
         .unwrap();
     let alive = keep_alive(&service);
-    let timer = service.start(HOUR, bomb_callback()).unwrap();
-    // Let the driver take the timer in and fall asleep (lending its shard).
+    let timer = service.start(MS, bomb_callback()).unwrap();
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while service.stats().fired == 0 {
+        assert!(std::time::Instant::now() < give_up, "the timer never fired");
+        std::thread::sleep(MS);
+    }
+    // Let the driver fall asleep (lending its shard).
     std::thread::sleep(50 * MS);
     let canceller = service.clone();
     let caught = std::thread::spawn(move || {
@@ -142,7 +149,7 @@ fn a_panicking_capture_drop_during_a_remote_cancel_leaves_the_shard_working() {
     .join()
     .unwrap();
     // The drop's panic is tickwheel's to catch (the cancel itself succeeded).
-    assert_eq!(caught.0.ok(), Some(Stop::Cancelled));
+    assert_eq!(caught.0.ok(), Some(Stop::Fired));
     assert!(caught.1, "the cancelling thread's own timer never fired");
     assert!(fires_soon(&service), "the shard no longer fires");
     assert_eq!(service.stats().panics, 1);
@@ -154,8 +161,8 @@ fn a_panicking_capture_drop_during_a_remote_cancel_leaves_the_shard_working() {
     assert!(drops_in_time(service), "dropping the service hung");
 }
 
-/// The same inside an embedded owner's `idle`, deterministically: the cancel
-/// runs while the shard is lent (inside `park`).
+/// The same inside an embedded owner's `idle`, deterministically: the
+/// release of the fired timer runs while the shard is lent (inside `park`).
 #[test]
 fn a_panicking_capture_drop_inside_a_lent_embedded_shard() {
     let service = TimerService::builder()
@@ -166,12 +173,16 @@ fn a_panicking_capture_drop_inside_a_lent_embedded_shard() {
         .build()
         .unwrap();
     let alive = keep_alive(&service);
-    let timer = service.start(HOUR, bomb_callback()).unwrap();
+    let timer = service.start(MS, bomb_callback()).unwrap();
     let (done_tx, done_rx) = mpsc::channel();
     let owner_service = service.clone();
     let owner = std::thread::spawn(move || {
         let mut guard = owner_service.claim_shard(0).unwrap();
-        guard.poll().unwrap();
+        // Fire it: the release below is then of a fired timer, which the
+        // releasing thread applies in the lent shard itself.
+        while guard.poll().unwrap() == 0 {
+            std::thread::sleep(MS);
+        }
         let canceller = owner_service.clone();
         guard.idle(move |_| {
             // Inside park: the shard is lent; another thread cancels.

@@ -820,6 +820,18 @@ impl Inner {
                                 }
                                 target.reconcile_slot(self, slot, message);
                             }
+                        } else if arm.is_none() && new.is_armed() {
+                            // A DETACH of an armed timer: it stays linked
+                            // and the owner frees it after it fires.
+                        } else if arm.is_none() && word.is_armed() {
+                            // A remote STOP or cancel of an armed timer:
+                            // the CAS was all of it. The slot is linked or
+                            // on its way (a START or RESTART message), so
+                            // its owner meets it and reclaims it lazily
+                            // (`Shard::note_remote_stop`).
+                            if self.shards[shard].note_remote_stop() {
+                                self.wake(shard);
+                            }
                         } else {
                             self.send_remote(shard, message);
                         }
