@@ -587,9 +587,13 @@ impl<T> Producer<T> {
     }
 }
 
-/// A START due after the owner's sleep (no wake needed), then a STOP of it:
-/// the stop must wake the sleeping owner so the slot is reclaimed now, not
-/// at the deadline it sleeps towards. The code before issue 12 woke only on
+/// A START due after the owner's sleep (no wake needed), then a STOP of it.
+/// Under loom every remote stop makes reclaim due (`RECLAIM_MIN` is 0), so
+/// the stop must wake the sleeping owner and the slot be reclaimed now, not
+/// at the deadline it sleeps towards. Fails (deadlock) with the owner's
+/// check of the stop queue after publishing its sleep removed, or with the
+/// SeqCst fence after the stopper's push removed (the store-then-load
+/// handshake of `src/service/stops.rs`). The code before issue 12 woke only on
 /// the first message since the owner last looked (`pending == 1`), so the
 /// STOP, the second, never woke it: deadlock here.
 #[test]
@@ -916,20 +920,18 @@ fn remote_start_before_owner_start_fires_first() {
     });
 }
 
-/// Lazy reclaim of remote stops: another thread cancels a due timer and a
-/// far one (each one CAS on its slot and one count on the shard) while the
-/// owner polls, which fires the due one unless the cancel won, and sweeps
-/// stopped timers out once they are due for it (under loom, from the first
-/// one). Exactly one of cancel and fire wins for the due timer; the far one
-/// never runs; and one more poll after the cancels reclaims both slots and
-/// drops both callbacks, whatever the sweep saw mid-way: the sweep lowers
-/// the count only by what it read before its walk, and reading a count
-/// (acquire) makes the stop behind it visible to the walk. With that load
-/// relaxed (and the count's add too), loom finds a sweep that subtracts a
-/// stop whose CAS it did not yet see: the far timer is never reclaimed.
+/// The stop queue (`src/service/stops.rs`): another thread cancels a due
+/// timer and a far one (each one CAS on its slot, which sets `QUEUED`, and
+/// one push of the slot onto the shard's stop queue) while the owner polls,
+/// which fires the due one unless the cancel won, and takes the queue in.
+/// Exactly one of cancel and fire wins for the due timer; the far one never
+/// runs; and one more poll after the cancels reclaims both slots and drops
+/// both callbacks. With the push's CAS and the owner's swap relaxed, loom
+/// finds the owner reading a pushed slot's link before the pusher's write
+/// of it: the first slot pushed is lost with `QUEUED` set, and never freed.
 #[test]
-fn remote_cancel_vs_fire_vs_sweep() {
-    model("remote_cancel_vs_fire_vs_sweep", || {
+fn remote_cancel_vs_fire_vs_take() {
+    model("remote_cancel_vs_fire_vs_take", || {
         let (service, mut guard, clock) = service();
         let due = std::sync::Arc::new(Probe::default());
         let far = std::sync::Arc::new(Probe::default());

@@ -150,21 +150,28 @@ struct CCallback {
 }
 
 impl CCallback {
+    /// A method, so that a closure calling it captures the whole value (and
+    /// with it the destructor), not just the fields it reads.
     fn fire(&mut self, expiry: &mut Expiry<'_>) {
-        let info = tw_expiry {
-            timer: expiry.id().to_raw(),
-            shard: expiry.shard(),
-            deadline_tick: expiry.deadline_tick(),
-            poll_tick: expiry.deadline_tick() + expiry.lateness_ticks(),
-            lateness_ns: u64::try_from(expiry.lateness().as_nanos()).unwrap_or(u64::MAX),
-            overruns: expiry.overruns(),
-        };
-        if let Some(call) = self.call {
-            // SAFETY: the C caller gave a valid function and a context that
-            // stays valid until its `ctx_free` runs (after this); `info`
-            // lives across the call. The header forbids unwinding.
-            unsafe { call(self.ctx.0, &info) }
-        }
+        fire(self.call, self.ctx, expiry)
+    }
+}
+
+/// Calls a C callback for `expiry`.
+fn fire(call: tw_callback, ctx: CPtr, expiry: &mut Expiry<'_>) {
+    let info = tw_expiry {
+        timer: expiry.id().to_raw(),
+        shard: expiry.shard(),
+        deadline_tick: expiry.deadline_tick(),
+        poll_tick: expiry.deadline_tick() + expiry.lateness_ticks(),
+        lateness_ns: u64::try_from(expiry.lateness().as_nanos()).unwrap_or(u64::MAX),
+        overruns: expiry.overruns(),
+    };
+    if let Some(call) = call {
+        // SAFETY: the C caller gave a valid function and a context that
+        // stays valid until its `ctx_free` runs (after this); `info`
+        // lives across the call. The header forbids unwinding.
+        unsafe { call(ctx.0, &info) }
     }
 }
 
@@ -194,13 +201,21 @@ fn start(
             return Err(tw_result::TW_NULL_POINTER);
         }
         let spec = spec?;
-        let mut callback = callback;
-        let id = service
-            .service
-            .inner()
-            .start_raw(spec, move |expiry: &mut crate::Expiry<'_>| {
+        let inner = service.service.inner();
+        let id = if callback.free.is_none() {
+            // Function and context only: 16 bytes, kept inside the timer's
+            // slot (no allocation per START; `callback.rs`).
+            let (call, ctx) = (callback.call, callback.ctx);
+            inner.start_raw(spec, move |expiry: &mut crate::Expiry<'_>| {
+                fire(call, ctx, expiry)
+            })?
+        } else {
+            // With the context's destructor: 24 bytes, boxed.
+            let mut callback = callback;
+            inner.start_raw(spec, move |expiry: &mut crate::Expiry<'_>| {
                 callback.fire(expiry)
-            })?;
+            })?
+        };
         // SAFETY: checked by `out`.
         unsafe { put(timer_out, id.to_raw()) };
         Ok(())

@@ -36,28 +36,32 @@
 //! |---|---|---|---|
 //! | 0  | 8  | `state` | the state word (see [`state`](super::state)) |
 //! | 8  | 8  | `owned.callback` vtable | see `callback.rs` |
-//! | 16 | 24 | `owned.callback` buffer | the closure (and a periodic timer's period) when it fits, else the pointer to its box |
-//! | 40 | 8  | `owned.deadline` | the deadline tick of the current arming |
-//! | 48 | 4  | `owned.prev` | the wheel's backward link |
-//! | 52 | 4  | `owned.linked` | the arming the wheel entry stands for, and its rounding |
-//! | 56 | 4  | `next` | the wheel's forward link, or the free-list link |
-//! | 60 | 2  | `bucket` | the wheel bucket |
-//! | 62 | 2  | `shard` | the slot's shard |
+//! | 16 | 16 | `owned.callback` buffer | the closure (and a periodic timer's period) when it fits, else the pointer to its box |
+//! | 32 | 8  | `owned.deadline` | the deadline tick of the current arming |
+//! | 40 | 4  | `owned.prev` | the wheel's backward link |
+//! | 44 | 4  | `owned.linked` | the arming the wheel entry stands for, and its rounding |
+//! | 48 | 4  | `next` | the wheel's forward link, or the free-list link |
+//! | 52 | 4  | `queue_next` | the stop queue's link (see `stops.rs`) |
+//! | 56 | 2  | `bucket` | the wheel bucket |
+//! | 58 | 2  | `shard` | the slot's shard |
+//! | 60 | 4  | | padding |
 //!
 //! The wheel is intrusive: a timer needs no entry anywhere else. The
 //! `next` link doubles as the free-list link while the slot is free, which
-//! is why it is an atomic.
+//! is why it is an atomic. The stop queue is intrusive too: a thread that
+//! stops another shard's timer queues the slot itself, through
+//! `queue_next`, which is free for that while the slot is not queued
+//! (`QUEUED` in the state word).
 //!
 //! The size is a decision. At 40 bytes (the callback one word, always a
 //! pointer to a heap block unless the closure captured nothing) a slot
 //! cost less memory, but a START whose closure captured anything allocated
-//! and freed that block, and half the slots straddled two cache lines. The 24
+//! and freed that block, and half the slots straddled two cache lines. The 16
 //! bytes of buffer hold the common closure (a pointer or two, an `Arc` and
-//! an index, a C callback's function, context and destructor) without an
-//! allocation; larger captures still allocate. The other uses once weighed
-//! for extra slot bytes (a deadline other threads may write, a link to
-//! queue a remote stop through the slot itself) speed up only what threads
-//! other than the owner do, and are not what these bytes hold.
+//! an index, a C callback's function and context) without an allocation;
+//! larger captures still allocate. The buffer was 24 bytes until the stop
+//! queue needed its link: a remote STOP is then a CAS on the slot and a
+//! push of the slot, with no message node to allocate, fill and read.
 //!
 //! # Ownership of a slot's fields
 //!
@@ -154,6 +158,10 @@ pub(crate) struct Slot {
     pub(crate) owned: UnsafeCell<Owned>,
     /// The wheel's forward link, or the free-list link (see module docs).
     pub(crate) next: std::sync::atomic::AtomicU32,
+    /// The stop queue's link while the slot is `QUEUED` (see `stops.rs`):
+    /// written by the thread that queues the slot before its push, read by
+    /// the owner after it takes the queue.
+    pub(crate) queue_next: AtomicU32,
     /// The wheel bucket, or `UNLINKED`.
     pub(crate) bucket: UnsafeCell<u16>,
     pub(crate) shard: AtomicU16,
@@ -166,6 +174,7 @@ impl Slot {
             state: AtomicU64::new(Word::free(1).0),
             owned: UnsafeCell::new(Owned::empty()),
             next: std::sync::atomic::AtomicU32::new(NIL),
+            queue_next: AtomicU32::new(NIL),
             bucket: UnsafeCell::new(crate::wheel::UNLINKED),
             shard: AtomicU16::new(0),
         }
@@ -667,12 +676,13 @@ mod tests {
             // SAFETY: `slot` is this test's alone.
             let owned = unsafe { &mut *owned };
             assert_eq!(offset(&owned.callback as *const _ as usize), 8);
-            assert_eq!(offset(&owned.deadline as *const _ as usize), 40);
-            assert_eq!(offset(&owned.prev as *const _ as usize), 48);
-            assert_eq!(offset(&owned.linked as *const _ as usize), 52);
+            assert_eq!(offset(&owned.deadline as *const _ as usize), 32);
+            assert_eq!(offset(&owned.prev as *const _ as usize), 40);
+            assert_eq!(offset(&owned.linked as *const _ as usize), 44);
         });
-        assert_eq!(offset(&slot.next as *const _ as usize), 56);
-        assert_eq!(offset(slot.bucket.with_mut(|b| b as usize)), 60);
-        assert_eq!(offset(&slot.shard as *const _ as usize), 62);
+        assert_eq!(offset(&slot.next as *const _ as usize), 48);
+        assert_eq!(offset(&slot.queue_next as *const _ as usize), 52);
+        assert_eq!(offset(slot.bucket.with_mut(|b| b as usize)), 56);
+        assert_eq!(offset(&slot.shard as *const _ as usize), 58);
     }
 }

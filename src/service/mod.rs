@@ -54,6 +54,7 @@ mod links;
 mod shard;
 pub(crate) mod state;
 mod stats;
+mod stops;
 mod tag;
 mod timer;
 
@@ -72,7 +73,7 @@ use builder::Config;
 use clock::{duration_nanos, ServiceClock};
 use intake::{Arm, Message};
 use shard::Shard;
-use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, RUNNING};
+use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, QUEUED, RUNNING};
 use timer::When;
 
 #[cfg(any(loom, shuttle))]
@@ -800,8 +801,22 @@ impl Inner {
             // reused at any moment (a release), but a successful CAS proves
             // this was still the incarnation whose shard we read.
             let shard = slot.shard.load(Ordering::Relaxed) as usize;
+            // A STOP or release that disarms a timer of a shard this thread
+            // does not own: the same CAS queues the slot for its owner
+            // (`stops.rs`), unless it is queued already.
+            let queue =
+                notify == Some(None) && word.is_armed() && !new.is_armed() && !self.owns(shard);
+            let new = if queue { new.with(QUEUED) } else { new };
             match slot.cas(word, new) {
                 Ok(_) => {
+                    if queue {
+                        // The CAS was the STOP; the push hands the slot to
+                        // the owner, which reclaims it at its next poll.
+                        if !word.is(QUEUED) && self.shards[shard].push_stop(id.index(), slot) {
+                            self.wake(shard);
+                        }
+                        return result;
+                    }
                     if let Some(arm) = notify {
                         let message = Message {
                             index: id.index(),
@@ -823,15 +838,6 @@ impl Inner {
                         } else if arm.is_none() && new.is_armed() {
                             // A DETACH of an armed timer: it stays linked
                             // and the owner frees it after it fires.
-                        } else if arm.is_none() && word.is_armed() {
-                            // A remote STOP or cancel of an armed timer:
-                            // the CAS was all of it. The slot is linked or
-                            // on its way (a START or RESTART message), so
-                            // its owner meets it and reclaims it lazily
-                            // (`Shard::note_remote_stop`).
-                            if self.shards[shard].note_remote_stop() {
-                                self.wake(shard);
-                            }
                         } else {
                             self.send_remote(shard, message);
                         }

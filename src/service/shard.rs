@@ -15,8 +15,9 @@ use super::arena::Callback;
 use super::arena::{Arena, Owned, Slot};
 use super::intake::{Arm, Intake, Message, Taken};
 use super::links::SlotNodes;
-use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, RUNNING};
+use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, QUEUED, RUNNING};
 use super::stats::ShardCounters;
+use super::stops::StopQueue;
 use super::{Expiry, Inner, PanicReport, PanicSite, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
@@ -59,11 +60,10 @@ pub(crate) struct Shard {
     pub(crate) handles: CachePadded<AtomicUsize>,
     /// The highest clock reading used for this shard (see `clock.rs`).
     pub(crate) clock_mark: CachePadded<std::sync::atomic::AtomicU64>,
-    /// Timers of this shard that other threads stopped and left in the
-    /// wheel for the owner to reclaim, counted since the owner's last sweep
-    /// (see [`note_remote_stop`](Self::note_remote_stop)). Written by every
-    /// thread that stops a timer here: a line of its own.
-    stopped: CachePadded<AtomicUsize>,
+    /// The timers of this shard that other threads stopped, for the owner
+    /// to take out of its wheel and reclaim (see `stops.rs`). Written by
+    /// every thread that stops a timer here: a line of its own.
+    stops: StopQueue,
 }
 
 struct ShardCore {
@@ -78,8 +78,6 @@ struct ShardCore {
     free_slots: VecDeque<u32>,
     /// Messages taken from the intake but not yet applied (see `poll`).
     backlog: Taken,
-    /// Scratch for [`Shard::sweep_stopped`]: the stale entries it found.
-    swept: Vec<u32>,
 }
 
 /// How many messages, and how many expiries, a poll handles before it turns
@@ -111,22 +109,22 @@ const ROTATION: usize = 64;
 #[cfg(any(loom, shuttle))]
 const ROTATION: usize = 0;
 
-/// Remotely stopped timers a shard's wheel may hold, beyond a third of
-/// everything it holds, before its owner sweeps them out: see
-/// [`Shard::note_remote_stop`]. Under loom every remote stop makes a sweep
-/// due, so that the models reach it.
+/// Remotely stopped timers a shard's stop queue may hold, beyond a third
+/// of what its wheel holds, before a sleeping owner is woken to reclaim
+/// them: see [`Shard::push_stop`]. Under loom every remote stop makes
+/// reclaim due, so that the models reach the wake.
 #[cfg(not(loom))]
-const SWEEP_MIN: usize = 64;
+const RECLAIM_MIN: u32 = 64;
 #[cfg(loom)]
-const SWEEP_MIN: usize = 0;
+const RECLAIM_MIN: u32 = 0;
 
-/// Whether `stopped` remotely stopped timers left among `linked` linked
-/// entries call for a sweep. Past `linked / 3 + SWEEP_MIN`, which keeps the
-/// stopped ones at most half the live ones (plus `1.5 * SWEEP_MIN`): slots
-/// stay within 1.5 times the armed timers plus a constant per shard
-/// (CONTRACT 13).
-fn sweep_due(stopped: usize, linked: usize) -> bool {
-    stopped > SWEEP_MIN + linked / 3
+/// Whether `queued` stopped timers waiting among `linked` linked entries
+/// call for their owner now: past `linked / 3 + RECLAIM_MIN`, which keeps
+/// the stopped ones at most half the live ones (plus `1.5 * RECLAIM_MIN`)
+/// while the owner sleeps, so slots stay within 1.5 times the armed timers
+/// plus a constant per shard (CONTRACT 13).
+fn reclaim_due(queued: u32, linked: u64) -> bool {
+    u64::from(queued) > u64::from(RECLAIM_MIN) + linked / 3
 }
 
 /// What [`Shard::poll`] did.
@@ -167,12 +165,11 @@ impl Shard {
                 linked: 0,
                 free_slots: VecDeque::new(),
                 backlog: Taken::empty(),
-                swept: Vec::new(),
             }),
             counters: ShardCounters::default(),
             handles: CachePadded::new(AtomicUsize::new(0)),
             clock_mark: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
-            stopped: CachePadded::new(AtomicUsize::new(0)),
+            stops: StopQueue::new(),
         }
     }
 
@@ -355,7 +352,7 @@ impl Shard {
         self.sleep_until
             .store(until.unwrap_or(u64::MAX).max(1), Ordering::SeqCst);
         crate::sync::handshake_fence();
-        if !self.intake.is_empty() || self.sweep_is_due() {
+        if !self.intake.is_empty() || self.reclaim_is_due() {
             self.sleep_until.store(AWAKE, Ordering::SeqCst);
             return false;
         }
@@ -372,96 +369,55 @@ impl Shard {
         self.sleep_until.store(AWAKE, Ordering::SeqCst);
     }
 
-    /// A thread other than the owner has just stopped (or cancelled) an armed
-    /// timer of this shard by its CAS on the slot's state word, and leaves it
-    /// where it is: linked in the wheel (or on its way there in the intake).
-    /// Returns `true` if the caller must wake the owner.
-    ///
-    /// # Lazy reclaim of remote stops
-    ///
-    /// A remote STOP is one CAS on the slot (`ARMED -> CANCELLED`, which
-    /// decides it against the owner's fire, see `state.rs`) and one count
-    /// here; no message, no wake. The owner reclaims the slot when it meets
-    /// it: at its deadline (`expire` finds it not armed and settles it), or
-    /// in a sweep ([`sweep_stopped`](Self::sweep_stopped)) once
-    /// [`sweep_due`] says the stopped ones are too many. Only crossing that
-    /// bound wakes a sleeping owner, through the same claim as every other
-    /// wake (at most one per sleep, CONTRACT 21).
-    ///
-    /// No wake is lost: this count is a SeqCst RMW followed by a SeqCst
-    /// load of the published sleep (in `claim_wake`), and the owner, before
-    /// it sleeps, stores its sleep and then loads this count
-    /// ([`publish_sleep`](Self::publish_sleep)): the Dekker handshake of the
-    /// intake, on another word. The bound is judged on `counters.armed`
-    /// (the linked entries as of the owner's last poll) on both sides.
-    pub(crate) fn note_remote_stop(&self) -> bool {
-        let stopped = self.stopped.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        crate::sync::handshake_fence();
-        sweep_due(stopped, self.counters.armed.get() as usize) && self.claim_wake(None)
+    /// A thread other than the owner has just stopped (or cancelled) an
+    /// armed timer of this shard, and its CAS set the slot's `QUEUED` bit:
+    /// queues the slot for the owner (see `stops.rs`). Returns `true` if the
+    /// caller must wake the owner: only when the queued stops pass the
+    /// reclaim bound, judged on `counters.armed` (the linked entries as of
+    /// the owner's last poll), and only if its wake claim wins.
+    pub(crate) fn push_stop(&self, index: u32, slot: &Slot) -> bool {
+        let queued = self.stops.push(index, slot);
+        reclaim_due(queued, self.counters.armed.get()) && self.claim_wake(None)
     }
 
-    /// Owner side: is a sweep of remotely stopped timers due?
-    fn sweep_is_due(&self) -> bool {
-        sweep_due(
-            self.stopped.load(Ordering::SeqCst),
-            self.counters.armed.get() as usize,
-        )
+    /// Owner side: are the queued stops past the reclaim bound?
+    fn reclaim_is_due(&self) -> bool {
+        reclaim_due(self.stops.len(), self.counters.armed.get())
     }
 
-    /// Takes every entry whose arming is no longer current (stopped,
-    /// cancelled or released by other threads, see
-    /// [`note_remote_stop`](Self::note_remote_stop)) out of the wheel and
-    /// settles it (frees it unless a handle still holds it). O(linked), run
-    /// once per `linked / 3 + SWEEP_MIN` remote stops: O(1) per stop.
-    ///
-    /// Races: a remote CAS on a slot's word may land at any time during the
-    /// sweep. An entry found current and stopped a moment later stays
-    /// linked and counted for the next sweep (or its deadline). An entry
-    /// found stale stays stale: no thread other than the owner arms a slot
-    /// in place (a remote RESTART bumps `seq` and sends the owner its
-    /// deadline), so settling it on the word read afresh is what a late
-    /// message would do. The count is lowered by what was read before the
-    /// walk, so a stop counted during the walk is swept next time at worst.
+    /// Takes the stop queue and settles each slot on it: takes a stale wheel
+    /// entry out, and frees the slot if nothing else needs it. O(slots
+    /// queued); one load when none are.
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core.
-    unsafe fn sweep_stopped(&self, inner: &Inner) {
-        let seen = self.stopped.load(Ordering::Acquire);
-        // SAFETY (both blocks): the caller owns the shard; no `owned`
-        // reference is live while `nodes` is used.
-        let stale = unsafe {
-            self.core(|core| {
-                let mut stale = std::mem::take(&mut core.swept);
-                let mut nodes = SlotNodes::new(&inner.arena);
-                core.wheel.for_each_linked(&nodes, |index| {
-                    let slot = inner.arena.get_allocated(index);
-                    let word = slot.load(Ordering::Acquire);
-                    if !word.is_armed() || owned(slot, |owned| owned.linked_seq()) != word.seq() {
-                        stale.push(index);
-                    }
-                });
-                for &index in &stale {
-                    core.wheel.unlink(&mut nodes, index);
-                }
-                core.linked -= stale.len();
-                stale
-            })
-        };
-        self.stopped.fetch_sub(seen, Ordering::Relaxed);
-        self.counters.sweeps.bump(1);
-        // Settling drops callbacks (user code, which may start or stop
-        // timers here): only now that the wheel is consistent.
-        for &index in &stale {
-            // SAFETY: a linked slot is allocated; the caller owns the shard.
-            unsafe {
-                let slot = inner.arena.get_allocated(index);
-                self.settle(inner, slot, index, slot.load(Ordering::Acquire));
-            }
+    pub(crate) unsafe fn take_stops(&self, inner: &Inner) {
+        let mut index = self.stops.take();
+        while index != super::stops::NIL {
+            // SAFETY: a queued slot is allocated and cannot be freed while
+            // `QUEUED` is set (`stops.rs`).
+            let slot = unsafe { inner.arena.get_allocated(index) };
+            // Before `QUEUED` is cleared: then the slot may be queued anew.
+            let next = slot.queue_next.load(Ordering::Relaxed);
+            let word = Word(slot.state.fetch_and(!QUEUED, Ordering::AcqRel)).without(QUEUED);
+            // SAFETY: the caller owns the shard; the list is ours alone, so
+            // user code that `settle` runs cannot disturb the walk.
+            unsafe { self.settle(inner, slot, index, word) };
+            index = next;
         }
-        let mut stale = stale;
-        stale.clear();
-        // SAFETY: as above.
-        unsafe { self.core(|core| core.swept = stale) };
+    }
+
+    /// Shutdown: empties the stop queue without settling (the sweep looks
+    /// at every slot itself), so that no slot stays `QUEUED`.
+    fn drop_stops(&self, inner: &Inner) {
+        let mut index = self.stops.take();
+        while index != super::stops::NIL {
+            // SAFETY: as in `take_stops`.
+            let slot = unsafe { inner.arena.get_allocated(index) };
+            let next = slot.queue_next.load(Ordering::Relaxed);
+            slot.state.fetch_and(!QUEUED, Ordering::AcqRel);
+            index = next;
+        }
     }
 
     /// Runs `f` on the owner-side core.
@@ -492,7 +448,7 @@ impl Shard {
             // then (the owner's own, or taken in just now) may have removed
             // the timer the last poll's next due tick belonged to, and an
             // owner that now sleeps past that tick is not late.
-            self.publish_counters(inner)
+            self.publish_counters()
         }
     }
 
@@ -501,11 +457,7 @@ impl Shard {
     ///
     /// # Safety
     /// The caller must have claimed the shard.
-    unsafe fn publish_counters(&self, inner: &Inner) -> Option<u64> {
-        if self.sweep_is_due() {
-            // SAFETY: forwarded.
-            unsafe { self.sweep_stopped(inner) };
-        }
+    unsafe fn publish_counters(&self) -> Option<u64> {
         // SAFETY: forwarded.
         let (armed, next) = unsafe { self.core(|core| (core.linked, core.wheel.next_wakeup())) };
         self.counters.armed.set(armed as u64);
@@ -582,7 +534,7 @@ impl Shard {
                 fired_here += 1;
             }
             if fired_here < BATCH && !more_messages && self.intake.is_empty() {
-                unsafe { self.publish_counters(inner) };
+                unsafe { self.publish_counters() };
                 return polled;
             }
             // The poll goes on as long as messages keep coming, which under
@@ -601,6 +553,8 @@ impl Shard {
     /// be called again from user code that `reconcile` runs (a callback's
     /// captures being dropped); no core reference is held across a message.
     pub(crate) unsafe fn take_intake(&self, inner: &Inner) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.take_stops(inner) };
         for _ in 0..BATCH {
             // SAFETY: forwarded.
             let Some(message) = (unsafe { self.next_message(true) }) else {
@@ -945,8 +899,10 @@ impl Shard {
     ///
     /// The caller must have claimed the shard (it is not polling).
     pub(crate) fn sweep(&self, inner: &Inner, shard: usize) {
-        // Messages are moot now: the sweep looks at every slot itself.
+        // Messages and queued stops are moot now: the sweep looks at every
+        // slot itself.
         drop(self.intake.take_all());
+        self.drop_stops(inner);
         // SAFETY: the caller has claimed the shard. The slots are marked
         // unlinked in the first pass below, before anything reads them.
         unsafe {

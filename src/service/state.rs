@@ -8,6 +8,7 @@
 //! | 2      | `RUNNING` | the callback is executing on the shard owner right now        |
 //! | 3      | `HANDLE`  | a user handle ([`Timer`](crate::Timer) or a C handle) holds it |
 //! | 4      | `HALTED`  | stopped while `RUNNING`: a periodic timer is not re-armed after this run |
+//! | 5      | `QUEUED`  | the slot is on its shard's stop queue (`stops.rs`): not freed until the owner takes it off |
 //! | 8..32  | `seq`     | arming sequence: bumped by every restart and release           |
 //! | 32..64 | `gen`     | slot incarnation (below 2^28): bumped when the slot is freed; ids carry it |
 //!
@@ -23,6 +24,11 @@
 //!     new deadline to the owner tagged with that `seq`;
 //!   - RELEASE (handle dropped): clear `HANDLE`, turning `ARMED` into
 //!     `CANCELLED` and bumping `seq`.
+//!   - A STOP or RELEASE from a thread that does not own the shard that
+//!     disarms an `ARMED` word also sets `QUEUED` in the same CAS (if it
+//!     was clear) and then puts the slot on the shard's stop queue
+//!     (`stops.rs`); only the owner clears `QUEUED`, when it takes the slot
+//!     off that queue.
 //! * Only the shard owner moves `ARMED -> FIRED | RUNNING` (the linearisation
 //!   point of "this arming fires"), clears `RUNNING` and `HALTED`, re-arms a periodic timer
 //!   (`FIRED|RUNNING, seq -> ARMED, seq + 1`, a CAS that fails if anyone
@@ -75,6 +81,7 @@ pub(crate) const CANCELLED: u64 = 3;
 pub(crate) const RUNNING: u64 = 1 << 2;
 pub(crate) const HANDLE: u64 = 1 << 3;
 pub(crate) const HALTED: u64 = 1 << 4;
+pub(crate) const QUEUED: u64 = 1 << 5;
 const SEQ_SHIFT: u32 = 8;
 const SEQ_MASK: u64 = ((1 << 24) - 1) << SEQ_SHIFT;
 const GEN_SHIFT: u32 = 32;
@@ -141,11 +148,14 @@ impl Word {
         Word((self.0 & !SEQ_MASK) | seq)
     }
 
-    /// `true` when the owner may free the slot: not armed, not running, and
-    /// no handle holds it.
+    /// `true` when the owner may free the slot: not armed, not running, no
+    /// handle holds it, and it is not on its shard's stop queue.
     pub(crate) const fn is_reclaimable(self) -> bool {
         let arm = self.arm();
-        (arm == FIRED || arm == CANCELLED) && !self.is(RUNNING) && !self.is(HANDLE)
+        (arm == FIRED || arm == CANCELLED)
+            && !self.is(RUNNING)
+            && !self.is(HANDLE)
+            && !self.is(QUEUED)
     }
 }
 
@@ -154,10 +164,11 @@ impl std::fmt::Debug for Word {
         let arm = ["FREE", "ARMED", "FIRED", "CANCELLED"][self.arm() as usize];
         write!(
             f,
-            "{arm}{}{}{} seq={} gen={}",
+            "{arm}{}{}{}{} seq={} gen={}",
             if self.is(RUNNING) { "|RUNNING" } else { "" },
             if self.is(HALTED) { "|HALTED" } else { "" },
             if self.is(HANDLE) { "|HANDLE" } else { "" },
+            if self.is(QUEUED) { "|QUEUED" } else { "" },
             self.seq(),
             self.gen()
         )

@@ -67,7 +67,6 @@ pub(crate) struct ShardCounters {
     pub(crate) overruns: OwnerCounter,
     pub(crate) freed: OwnerCounter,
     pub(crate) armed: OwnerCounter,
-    pub(crate) sweeps: OwnerCounter,
     max_lateness: OwnerCounter,
     lateness: [OwnerCounter; BUCKETS],
     /// Operations of other threads that found this shard's intake full and
@@ -86,7 +85,6 @@ impl Default for ShardCounters {
             overruns: OwnerCounter::default(),
             freed: OwnerCounter::default(),
             armed: OwnerCounter::default(),
-            sweeps: OwnerCounter::default(),
             max_lateness: OwnerCounter::default(),
             lateness: std::array::from_fn(|_| OwnerCounter::default()),
             held_back: AtomicU64::new(0),
@@ -122,15 +120,10 @@ pub struct Stats {
     /// Timer slots freed and returned for reuse.
     pub freed: u64,
     /// Timers in the shards' wheels as of each owner's last poll. A timer
-    /// that another thread stopped stays counted until its owner reclaims
-    /// it: at its deadline, or in a sweep once such timers pass a third of
-    /// the wheel (see `sweeps`); one stopped on its owner's thread leaves
-    /// at once.
+    /// that another thread stopped leaves the count when its owner takes
+    /// the stop in (its next poll; a sleeping owner is woken for that only
+    /// once such stops pass a third of its wheel plus 64).
     pub armed: u64,
-    /// Sweeps in which owners took timers stopped by other threads out of
-    /// their wheels (each O(timers in the wheel), one per `armed / 3 + 64`
-    /// such stops at most: CONTRACT 13).
-    pub sweeps: u64,
     /// Operations by other threads that found a shard's intake full (1024
     /// messages waiting) and were slowed down to let its owner catch up
     /// (backpressure, CONTRACT 20).
@@ -164,7 +157,6 @@ impl Stats {
             overruns: 0,
             freed: 0,
             armed: 0,
-            sweeps: 0,
             held_back: 0,
             slots: inner.arena.slots() as u64,
             slot_bytes: std::mem::size_of::<super::arena::Slot>() as u64,
@@ -180,7 +172,6 @@ impl Stats {
             stats.overruns += c.overruns.get();
             stats.freed += c.freed.get();
             stats.armed += c.armed.get();
-            stats.sweeps += c.sweeps.get();
             stats.held_back += c.held_back.load(Ordering::Relaxed);
             max = max.max(c.max_lateness.get());
             for (total, bucket) in histogram.iter_mut().zip(c.lateness.iter()) {

@@ -278,24 +278,6 @@ impl Hierarchy {
             .flat_map(|level| level.head.iter().copied())
     }
 
-    /// Every linked entry, bucket by bucket (only occupied buckets are
-    /// visited). `f` must not change the wheel; collect and unlink after.
-    pub(crate) fn for_each_linked<N: Nodes>(&self, nodes: &N, mut f: impl FnMut(u32)) {
-        for level in self.levels.iter() {
-            let mut bucket = level.occupied.first_from(0);
-            while let Some(slot) = bucket {
-                let mut index = level.head[slot];
-                while index != NIL {
-                    // Read the link before `f` sees the entry.
-                    let next = nodes.node(index).next;
-                    f(index);
-                    index = next;
-                }
-                bucket = level.occupied.first_after(slot);
-            }
-        }
-    }
-
     /// Arms entry `index`: appends it to the bucket `deadline` (`>= now`)
     /// maps to, as the most recently armed entry.
     #[inline]
