@@ -233,6 +233,7 @@ impl TimerService {
     ///
     /// # Errors
     /// [`TimerError::Shutdown`] after shutdown.
+    #[inline]
     pub fn start<F>(&self, delay: Duration, callback: F) -> Result<Timer, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
@@ -400,6 +401,7 @@ impl Inner {
         })
     }
 
+    #[inline]
     pub(crate) fn start<F>(
         inner: &Arc<Self>,
         spec: TimerSpec,
@@ -422,6 +424,7 @@ impl Inner {
     }
 
     /// [`start_raw`](Self::start_raw), also telling which shard took the timer.
+    #[inline]
     fn start_on<F>(&self, spec: TimerSpec, callback: F) -> Result<(TimerId, usize), TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
@@ -804,8 +807,8 @@ impl Inner {
             // A STOP or release that disarms a timer of a shard this thread
             // does not own: the same CAS queues the slot for its owner
             // (`stops.rs`), unless it is queued already.
-            let queue =
-                notify == Some(None) && word.is_armed() && !new.is_armed() && !self.owns(shard);
+            let owner = self.owns(shard);
+            let queue = !owner && notify == Some(None) && word.is_armed() && !new.is_armed();
             let new = if queue { new.with(QUEUED) } else { new };
             match slot.cas(word, new) {
                 Ok(_) => {
@@ -823,7 +826,7 @@ impl Inner {
                             gen: id.gen(),
                             arm,
                         };
-                        if self.owns(shard) {
+                        if owner {
                             // SAFETY: this thread holds the shard's claim
                             // (`owns`), and `slot` is the message's: no
                             // second lookup of it. An arming first lets in

@@ -111,11 +111,11 @@ const ROTATION: usize = 0;
 
 /// Remotely stopped timers a shard's stop queue may hold, beyond a third
 /// of what its wheel holds, before a sleeping owner is woken to reclaim
-/// them: see [`Shard::push_stop`]. Under loom every remote stop makes
-/// reclaim due, so that the models reach the wake.
-#[cfg(not(loom))]
+/// them: see [`Shard::push_stop`]. Under loom and shuttle every remote
+/// stop makes reclaim due, so that the models reach the wake.
+#[cfg(not(any(loom, shuttle)))]
 const RECLAIM_MIN: u32 = 64;
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 const RECLAIM_MIN: u32 = 0;
 
 /// Whether `queued` stopped timers waiting among `linked` linked entries
