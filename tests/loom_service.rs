@@ -960,3 +960,38 @@ fn remote_cancel_vs_fire_vs_take() {
         drop(guard);
     });
 }
+
+/// The owner's cancel of its own armed timer (one CAS straight to the freed
+/// state, `Shard::cancel_owned`) racing another thread's STOP by id (a CAS
+/// that queues the slot on the stop queue). Exactly one of them cancels;
+/// the callback never runs; the slot is freed once and its callback
+/// dropped once, after the owner's next poll. With the owner's CAS turned
+/// into a plain store, loom finds both returning `Cancelled`: the owner
+/// freed a slot that was on the stop queue.
+#[test]
+fn owner_cancel_vs_remote_stop() {
+    model("owner_cancel_vs_remote_stop", || {
+        let (service, mut guard, _clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = service
+            .start(TICK * 100, counting_callback(&probe))
+            .unwrap();
+        let id = timer.id();
+        let remote = {
+            let service = service.clone();
+            thread::spawn(move || service.stop_id(id))
+        };
+        let mine = timer.cancel();
+        let theirs = remote.join().unwrap();
+        guard.poll().unwrap();
+        let cancelled = [mine, theirs]
+            .iter()
+            .filter(|&&outcome| outcome == Stop::Cancelled)
+            .count();
+        assert_eq!(cancelled, 1, "owner {mine:?}, remote {theirs:?}");
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(probe.drops.load(SeqCst), 1);
+        assert_eq!(service.stats().freed, 1);
+        drop(guard);
+    });
+}

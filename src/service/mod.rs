@@ -946,6 +946,21 @@ impl Inner {
     /// STOP and RELEASE in one transition ([`Timer::cancel`]): what `stop`
     /// would have returned, with the handle given up by the same CAS.
     pub(crate) fn cancel(&self, id: TimerId) -> Stop {
+        // The owner cancelling its own armed timer: freed by one CAS
+        // (`Shard::cancel_owned`).
+        if let Some((slot, word)) = self.live(id) {
+            let shard = usize::from(slot.shard.load(Ordering::Relaxed));
+            if word.is_armed() && !word.is(RUNNING) && !word.is(QUEUED) && self.owns(shard) {
+                // SAFETY: this thread holds the shard's claim (`owns`), with
+                // no reference into its core while user code runs; `slot`
+                // is `id`'s, of that shard (its word, read after the shard
+                // field was published, names `id`'s incarnation, and the
+                // CAS inside fails if that changed).
+                if unsafe { self.shards[shard].cancel_owned(self, slot, id.index(), word) } {
+                    return Stop::Cancelled;
+                }
+            }
+        }
         self.drop_handle(id, true)
     }
 

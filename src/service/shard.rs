@@ -747,14 +747,64 @@ impl Shard {
         // one more locked instruction on every STOP's reclaim.
         let freed = super::state::Word::free(super::state::next_gen(word.gen()));
         slot.state.store(freed.0, Ordering::Release);
-        // SAFETY: the caller owns the shard, and the slot is FREE now but
-        // not yet on the free list, so no allocator can reach it. It is not
+        debug_assert!(unsafe { !is_linked(slot) });
+        // SAFETY: the caller owns the shard; the slot is FREE now and not
         // linked: a reclaimable word is not armed, so it was unlinked above
         // (or popped by `poll`).
-        let callback = unsafe {
-            debug_assert!(!is_linked(slot));
-            owned(slot, |owned| owned.callback.take())
-        };
+        unsafe { self.recycle(inner, slot, index, word.gen()) };
+    }
+
+    /// The owner cancels its own armed timer through a live handle: one CAS
+    /// from the word it read straight to the freed state (the next
+    /// generation), then the slot leaves the wheel and joins this owner's
+    /// free slots. No intermediate `CANCELLED` word, no message, no second
+    /// look at the word: the owner's START + cancel path
+    /// (`examples/owner_ops.rs`, `issue11/owner_start_cancel`). Returns
+    /// `false`, having changed nothing, if the word is not `word` any more
+    /// (another thread stopped, restarted or released it meanwhile), and the
+    /// caller takes the general path.
+    ///
+    /// `word` must be armed, not running and not queued (nothing else may
+    /// hold the slot then: a pending START or RESTART message names the old
+    /// generation and is ignored once the slot is freed).
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core;
+    /// `slot` is slot `index` of this shard.
+    #[inline]
+    pub(crate) unsafe fn cancel_owned(
+        &self,
+        inner: &Inner,
+        slot: &Slot,
+        index: u32,
+        word: Word,
+    ) -> bool {
+        debug_assert!(word.is_armed() && !word.is(RUNNING) && !word.is(QUEUED));
+        let freed = Word::free(super::state::next_gen(word.gen()));
+        if slot.cas(word, freed).is_err() {
+            return false;
+        }
+        // SAFETY: the caller owns the shard; the slot is FREE and on no
+        // free list yet, so it is this thread's alone.
+        unsafe {
+            if is_linked(slot) {
+                self.unlink(inner, index);
+            }
+            self.recycle(inner, slot, index, word.gen());
+        }
+        true
+    }
+
+    /// A slot this owner has just set `FREE` (incarnation `gen` ended) and
+    /// taken out of the wheel: counts it, puts it on this owner's free
+    /// slots and drops its callback.
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core; the
+    /// slot is FREE, unlinked, and on no free list.
+    unsafe fn recycle(&self, inner: &Inner, slot: &Slot, index: u32, gen: u32) {
+        // SAFETY: the caller's contract: no allocator can reach the slot.
+        let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
         self.counters.freed.bump(1);
         // The freed slot joins the back of this owner's rotation; past
         // `LOCAL_FREE_MAX`, the one that has rested longest goes to the
@@ -776,12 +826,7 @@ impl Shard {
         // User code (the callback's captures) is dropped last, once the slot
         // is consistent: it may start, stop or drop other timers, or panic.
         let shard = usize::from(slot.shard.load(Ordering::Relaxed));
-        drop_callback(
-            inner,
-            callback,
-            TimerId::new(index, word.gen(), inner.tag),
-            shard,
-        );
+        drop_callback(inner, callback, TimerId::new(index, gen, inner.tag), shard);
     }
 
     /// Fires the slot's current arming if it is still the one in the wheel.
