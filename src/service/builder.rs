@@ -198,8 +198,8 @@ impl Builder {
 
     /// Whether driver threads lend their shards while they sleep (default
     /// `true`; see [`ShardGuard::idle`](crate::ShardGuard::idle)): other
-    /// threads then apply their starts, stops and restarts themselves
-    /// instead of queueing them and waking the driver, which roughly halves
+    /// threads then apply their starts and restarts themselves (and take in
+    /// queued stops) instead of queueing them and waking the driver, which roughly halves
     /// what a start+stop from a thread that owns no shard costs
     /// (BENCHMARKS.md, issue 11). A driver lends only while nothing in its
     /// shard is due within the next 5 ms: lent, producers are never slowed

@@ -126,12 +126,14 @@ impl ShardGuard {
     /// [`next_deadline`](Self::next_deadline) does and hands its result to
     /// `park`, which should block for at most that long (or until the
     /// service's waker calls, `None`: until then). While `park` runs, other
-    /// threads apply their starts, stops and restarts of this shard's timers
-    /// themselves, directly in its wheel, instead of queueing them for this
-    /// owner and waking it: an idle owner then costs them what a lock per
-    /// shard would. They still wake this owner (once per sleep) for a timer
-    /// due before the end of the sleep. When `park` returns, the shard is
-    /// this thread's again; poll it next.
+    /// threads apply their starts and restarts of this shard's timers
+    /// themselves, directly in its wheel (taking in the stops queued for it
+    /// on the way), instead of queueing them for this owner and waking it:
+    /// an idle owner then costs them what a lock per shard would. They
+    /// still wake this owner (once per sleep) for a timer due before the end
+    /// of the sleep, or once the stops queued for it pass a third of its
+    /// wheel. When `park` returns, the shard is this thread's again; poll it
+    /// next.
     ///
     /// If work is already waiting, `park` gets `Some(Duration::ZERO)` and the
     /// shard is not lent. Inside `park`, this thread is not the shard's owner:

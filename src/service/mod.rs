@@ -6,13 +6,14 @@
 //! ```text
 //!   any thread                                  shard owner (one thread at a time)
 //!   ----------                                  -----------------------------------
-//!   start:   alloc slot, write callback,        drain intake -> link slot into its wheel
-//!            state = ARMED|HANDLE (release),    poll(now): pop due slots,
-//!            push Arm msg to the shard intake      CAS ARMED -> FIRED|RUNNING, run callback,
-//!   stop:    CAS ARMED -> CANCELLED,               clear RUNNING (or re-arm periodic)
-//!            push msg (prompt unlink)           settle: unlink stopped slots, free slots that
-//!   restart: CAS -> ARMED, seq+1,                  are unarmed, idle and have no handle
-//!            push Arm msg with the deadline
+//!   start:   alloc slot, write callback,        take in the intake: link armings,
+//!            state = ARMED|HANDLE (release),       settle stale slots
+//!            push Arm msg to the shard intake   take the stop queue: unlink and free
+//!   stop:    CAS ARMED -> CANCELLED|QUEUED,        the slots other threads stopped
+//!            push the slot on the stop queue    poll(now): pop due slots,
+//!   restart: CAS -> ARMED, seq+1,                  CAS ARMED -> FIRED|RUNNING, run callback,
+//!            push Arm msg with the deadline        clear RUNNING (or re-arm periodic)
+//!                                               own START/STOP/RESTART: applied at once
 //! ```
 //!
 //! * A timer's **slot** lives in the service's arena (`arena.rs`) and is never freed
@@ -22,11 +23,15 @@
 //!   table there. The owner never waits for other threads, and other threads
 //!   never wait for the owner (except [`Timer::stop_sync`], whose whole point
 //!   is to wait for a running callback).
-//! * The **intake** (`intake.rs`) is a lock-free stack of messages. A message
-//!   never carries ownership; it only tells the owner to reconcile its wheel
-//!   with a slot's state word, so messages that arrive late, twice, or out of
-//!   order are harmless. Deadlines travel in messages tagged with the arming
-//!   `seq`, so the owner applies only the newest restart.
+//! * The **intake** (`intake.rs`) is a lock-free stack of messages for the
+//!   STARTs and RESTARTs of other threads. A message never carries
+//!   ownership; it only tells the owner to reconcile its wheel with a slot's
+//!   state word, so messages that arrive late, twice, or out of order are
+//!   harmless. Deadlines travel in messages tagged with the arming `seq`, so
+//!   the owner applies only the newest restart.
+//! * The **stop queue** (`stops.rs`) carries the STOPs of other threads
+//!   without messages: the slot itself is queued, at most once (`QUEUED` in
+//!   its word), so what waits for an owner is bounded by its live slots.
 //! * The **wheel** and the owner-side fields of a slot are touched only by the
 //!   thread that has claimed the shard ([`ShardGuard`] or a driver thread).
 //!   The wheel is intrusive (`links.rs`): its entries are the slots.

@@ -1,5 +1,5 @@
-//! One shard: a hierarchical wheel, its intake, and the owner-side half of
-//! the protocol (fire, re-arm, settle, free).
+//! One shard: a hierarchical wheel, its intake and stop queue, and the
+//! owner-side half of the protocol (fire, re-arm, settle, free).
 //!
 //! Everything in `ShardCore` and every slot's `owned` fields belong to the
 //! thread that has claimed the shard (`claimed` is the token, taken with an
@@ -217,8 +217,10 @@ impl Shard {
     ///   (release on `claimed`), and a helper enters with an acquire CAS on
     ///   `claimed`; a helper that linked an arming due before that tick claims
     ///   the wake after it leaves, exactly as a queued message would
-    ///   ([`claim_wake`](Self::claim_wake)). A helper that stopped or released
-    ///   a timer has already reclaimed its memory: no wake needed.
+    ///   ([`claim_wake`](Self::claim_wake)). A helper that released a fired
+    ///   timer has already reclaimed its memory: no wake needed. (A STOP of
+    ///   an armed timer goes to the stop queue whether the shard is lent or
+    ///   not, see `stops.rs`; a helper takes that queue in with the intake.)
     /// * The core and the slots' owner-side fields are touched only by the
     ///   one thread that holds `HELD`; each hand-over is a release store or
     ///   RMW followed by an acquire CAS, so each holder sees everything the
