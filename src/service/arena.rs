@@ -20,10 +20,13 @@
 //! `9n/8` slots: 72 bytes per timer with 64-byte slots (with groups of four
 //! it was a quarter, 80 bytes). Add, per shard, the unused rest of the
 //! owner's last group of fresh slots, at most seven (see [`SlotLine`]). The
-//! segment number of an index is still a couple of shifts. Freed slots go
-//! back to a lock-free free list (a Treiber stack whose head carries an ABA
-//! tag) and are reused before the array grows: start/stop churn leaves
-//! memory flat.
+//! segment number of an index is still a couple of shifts. A shard's owner
+//! keeps the slots it frees for its own next STARTs (up to 1024 plus one
+//! chunk of 256, and the rest of one chunk it took back: `shard.rs`,
+//! `LOCAL_FREE_MAX`, `SPILL`) and hands the surplus back in chunks
+//! ([`Arena::push_chunk`]); other freed slots go to a lock-free free list.
+//! Both are Treiber stacks whose head carries an ABA tag, and both are
+//! reused before the array grows: start/stop churn leaves memory flat.
 //!
 //! # The slot: one cache line
 //!
@@ -100,7 +103,7 @@ const BASE: usize = 1 << BASE_SHIFT;
 const GROUP: usize = 8;
 /// Enough segments for every `u32` index.
 const SEGMENTS: usize = GROUP * ((u32::MAX as usize / (GROUP * BASE) + 1).ilog2() as usize + 1);
-const NIL: u32 = u32::MAX;
+pub(crate) const NIL: u32 = u32::MAX;
 
 pub(crate) use super::callback::Callback;
 
@@ -247,6 +250,9 @@ pub(crate) struct Arena {
     fresh: CachePadded<AtomicU32>,
     /// Free list head: `tag << 32 | index`.
     free_head: CachePadded<AtomicU64>,
+    /// Chunks of freed slots that owners spilled: `tag << 32 | index` of
+    /// the first slot of the top chunk (see [`push_chunk`](Self::push_chunk)).
+    free_chunks: CachePadded<AtomicU64>,
 }
 
 // SAFETY: the raw segment pointers are owned by the arena (allocated in
@@ -312,6 +318,7 @@ impl Arena {
             segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             fresh: CachePadded::new(AtomicU32::new(0)),
             free_head: CachePadded::new(AtomicU64::new(NIL as u64)),
+            free_chunks: CachePadded::new(AtomicU64::new(NIL as u64)),
         }
     }
 
@@ -363,6 +370,15 @@ impl Arena {
     pub(crate) fn alloc(&self) -> u32 {
         if let Some(index) = self.pop_free() {
             return index;
+        }
+        let first = self.pop_chunk();
+        if first != NIL {
+            // One slot for this START; the rest of the chunk goes back.
+            let rest = self.next_in_chunk(first);
+            if rest != NIL {
+                self.push_chunk(rest);
+            }
+            return first;
         }
         let index = self.fresh.fetch_add(1, Ordering::AcqRel);
         assert_nameable(u64::from(index) + 1);
@@ -425,6 +441,82 @@ impl Arena {
                 Err(actual) => head = actual,
             }
         }
+    }
+
+    /// Spills a chunk of freed slots in one CAS: `first`, then the slots
+    /// its `next` links lead to, up to a `NIL` (linked by the caller, whose
+    /// slots they are). A chunk's `queue_next` link (free while a slot is
+    /// free: only queued slots use it) leads to the next chunk.
+    ///
+    /// Why chunks: an owner whose own free slots run out refills from here
+    /// with one CAS per chunk ([`pop_chunk`](Self::pop_chunk)) and takes the
+    /// chunk's slots one by one as it starts timers, each link read from a
+    /// slot it is about to fill. With owners spilling and refilling one slot
+    /// at a time through the free list, eight owners on two cores spent a
+    /// fifth of `issue11/cross_stop/tickwheel-embedded/8`
+    /// (`benches/service_vs_tokio.rs`) in its contended CAS loop.
+    pub(crate) fn push_chunk(&self, first: u32) {
+        let slot = self.get(first).expect("spilling a slot never allocated");
+        let mut head = self.free_chunks.load(Ordering::Acquire);
+        loop {
+            slot.queue_next.store(head as u32, Ordering::Relaxed);
+            let new = (head & !0xFFFF_FFFF) | u64::from(first);
+            match self.free_chunks.compare_exchange_weak(
+                head,
+                new,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// Takes the top chunk of spilled slots: its first slot, or `NIL`. The
+    /// chunk is the caller's alone; [`next_in_chunk`](Self::next_in_chunk)
+    /// walks it.
+    pub(crate) fn pop_chunk(&self) -> u32 {
+        let mut head = self.free_chunks.load(Ordering::Acquire);
+        loop {
+            let first = head as u32;
+            if first == NIL {
+                return NIL;
+            }
+            let slot = self.get(first).expect("a chunk holds allocated slots");
+            // May read a link a reuser wrote meanwhile; the tag then fails
+            // the CAS (as in `pop_free`).
+            let next = slot.queue_next.load(Ordering::Relaxed);
+            let new = (((head >> 32).wrapping_add(1)) << 32) | u64::from(next);
+            match self.free_chunks.compare_exchange_weak(
+                head,
+                new,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    slot.queue_next.store(NIL, Ordering::Relaxed);
+                    return first;
+                }
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// The slot after `index` in a chunk (`NIL` at its end).
+    pub(crate) fn next_in_chunk(&self, index: u32) -> u32 {
+        self.get(index)
+            .expect("a chunk holds allocated slots")
+            .next
+            .load(Ordering::Relaxed)
+    }
+
+    /// Links `index`'s `next` to `next`, to build a chunk.
+    pub(crate) fn link_in_chunk(&self, index: u32, next: u32) {
+        self.get(index)
+            .expect("a chunk holds allocated slots")
+            .next
+            .store(next, Ordering::Relaxed);
     }
 
     fn pop_free(&self) -> Option<u32> {
@@ -568,6 +660,84 @@ mod tests {
         assert_eq!(arena.slots(), 2);
         assert!(arena.get(2).is_none(), "never handed out");
         assert!(arena.get(u32::MAX).is_none());
+    }
+
+    /// Builds a chunk of `indices` (first to last) and spills it.
+    fn spill(arena: &Arena, indices: &[u32]) {
+        let mut first = NIL;
+        for &index in indices.iter().rev() {
+            arena.link_in_chunk(index, first);
+            first = index;
+        }
+        arena.push_chunk(first);
+    }
+
+    fn chunk(arena: &Arena, mut first: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        while first != NIL {
+            out.push(first);
+            first = arena.next_in_chunk(first);
+        }
+        out
+    }
+
+    /// Chunks come back whole, newest first; a START from a thread that
+    /// owns no shard takes one slot of a chunk and spills the rest back, so
+    /// spilled slots are reused before the arena grows.
+    #[test]
+    fn spilled_chunks_are_taken_whole_and_reused_before_growing() {
+        let arena = Arena::new();
+        let slots: Vec<u32> = (0..6).map(|_| arena.alloc()).collect();
+        spill(&arena, &slots[..3]);
+        spill(&arena, &slots[3..]);
+        let top = arena.pop_chunk();
+        assert_eq!(chunk(&arena, top), slots[3..]);
+        assert_eq!(arena.alloc(), slots[0]);
+        let rest = arena.pop_chunk();
+        assert_eq!(chunk(&arena, rest), slots[1..3]);
+        assert_eq!(arena.pop_chunk(), NIL);
+        assert_eq!(arena.slots(), 6, "nothing allocated fresh");
+    }
+
+    /// Threads spilling and taking chunks at once lose and duplicate no slot.
+    #[test]
+    fn concurrent_chunk_spills_and_takes_lose_nothing() {
+        const THREADS: u32 = 3;
+        const ROUNDS: usize = if cfg!(miri) { 20 } else { 2_000 };
+        let arena = std::sync::Arc::new(Arena::new());
+        let owned: Vec<Vec<u32>> = (0..THREADS)
+            .map(|_| (0..8).map(|_| arena.alloc()).collect())
+            .collect();
+        let threads: Vec<_> = owned
+            .into_iter()
+            .map(|mut mine| {
+                let arena = arena.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..ROUNDS {
+                        let half = mine.split_off(mine.len() / 2);
+                        if !half.is_empty() {
+                            spill(&arena, &half);
+                        }
+                        let taken = arena.pop_chunk();
+                        mine.extend(chunk(&arena, taken));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let mut all: Vec<u32> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        loop {
+            let taken = arena.pop_chunk();
+            if taken == NIL {
+                break;
+            }
+            all.extend(chunk(&arena, taken));
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..THREADS * 8).collect::<Vec<_>>());
     }
 
     /// The cache line of a slot's first and last byte.

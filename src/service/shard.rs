@@ -78,6 +78,10 @@ struct ShardCore {
     free_slots: VecDeque<u32>,
     /// Messages taken from the intake but not yet applied (see `poll`).
     backlog: Taken,
+    /// The rest of a chunk of free slots taken from the arena
+    /// (`Arena::pop_chunk`), used before the arena is asked again: first
+    /// slot, or `NIL`. At most `SPILL - 1` slots.
+    borrowed: u32,
 }
 
 /// How many messages, and how many expiries, a poll handles before it turns
@@ -85,8 +89,17 @@ struct ShardCore {
 const BATCH: usize = 1024;
 
 /// How many freed slots an owner keeps before handing them back to the
-/// service-wide free list (bounds what idle shards hold on to).
+/// service (bounds what idle shards hold on to).
 const LOCAL_FREE_MAX: usize = 1024;
+
+/// How many freed slots an owner hands back at once, as one chunk
+/// (`Arena::push_chunk`), when it holds more than `LOCAL_FREE_MAX`; and so
+/// the most it takes back at once when its own run out.
+#[cfg(not(any(loom, shuttle)))]
+const SPILL: usize = 256;
+/// Under loom and shuttle, chunks of two, so that models reach them.
+#[cfg(any(loom, shuttle))]
+const SPILL: usize = 2;
 
 /// Freed slots an owner keeps resting before it reuses one.
 ///
@@ -165,6 +178,7 @@ impl Shard {
                 linked: 0,
                 free_slots: VecDeque::new(),
                 backlog: Taken::empty(),
+                borrowed: super::arena::NIL,
             }),
             counters: ShardCounters::default(),
             handles: CachePadded::new(AtomicUsize::new(0)),
@@ -493,7 +507,19 @@ impl Shard {
     /// As for [`take_local_slot`](Self::take_local_slot).
     pub(crate) unsafe fn alloc_line(&self, arena: &Arena) -> u32 {
         // SAFETY: forwarded.
-        unsafe { self.core(|core| arena.alloc_line(&mut core.free_slots)) }
+        unsafe {
+            self.core(|core| {
+                if core.borrowed == super::arena::NIL {
+                    core.borrowed = arena.pop_chunk();
+                }
+                if core.borrowed != super::arena::NIL {
+                    let index = core.borrowed;
+                    core.borrowed = arena.next_in_chunk(index);
+                    return index;
+                }
+                arena.alloc_line(&mut core.free_slots)
+            })
+        }
     }
 
     /// Refuses a poll that is already running on this shard (a callback
@@ -809,22 +835,24 @@ impl Shard {
         let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
         self.counters.freed.bump(1);
         // The freed slot joins the back of this owner's rotation; past
-        // `LOCAL_FREE_MAX`, the one that has rested longest goes to the
-        // service-wide free list instead (see `ROTATION`).
+        // `LOCAL_FREE_MAX`, the `SPILL` that have rested longest go back to
+        // the service as one chunk (see `ROTATION`, `Arena::push_chunk`).
         // SAFETY: the caller owns the shard; no core reference is live.
-        let overflow = unsafe {
+        unsafe {
             self.core(|core| {
                 core.free_slots.push_back(index);
-                if core.free_slots.len() > LOCAL_FREE_MAX {
-                    core.free_slots.pop_front()
-                } else {
-                    None
+                if core.free_slots.len() > LOCAL_FREE_MAX + SPILL {
+                    let mut first = super::arena::NIL;
+                    for _ in 0..SPILL {
+                        if let Some(rested) = core.free_slots.pop_front() {
+                            inner.arena.link_in_chunk(rested, first);
+                            first = rested;
+                        }
+                    }
+                    inner.arena.push_chunk(first);
                 }
             })
         };
-        if let Some(rested) = overflow {
-            inner.arena.free(rested);
-        }
         // User code (the callback's captures) is dropped last, once the slot
         // is consistent: it may start, stop or drop other timers, or panic.
         let shard = usize::from(slot.shard.load(Ordering::Relaxed));
