@@ -385,6 +385,13 @@ impl Inner {
         }
     }
 
+    /// The deadline tick `delay` from now on `shard`'s clock, and its
+    /// rounding ([`intake::Arm::rounding`]).
+    #[inline]
+    fn deadline_after(&self, shard: usize, delay: Duration) -> (u64, u8) {
+        self.ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
+    }
+
     /// The tick the clock is in now (rounding down: tick `k` is processed
     /// once `k * tick` has passed).
     pub(crate) fn current_tick(&self, shard: usize) -> u64 {
@@ -456,8 +463,7 @@ impl Inner {
             return Err(TimerError::Shutdown);
         }
         let shard = self.choose_shard();
-        let (deadline, rounding) = self
-            .ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
+        let (deadline, rounding) = self.deadline_after(shard, delay);
         Ok(Arming {
             shard,
             deadline,
@@ -483,9 +489,7 @@ impl Inner {
             None => 0,
         };
         let (deadline, rounding) = match spec.when {
-            When::After(delay) => self.ticks_ceil_with_rounding(
-                self.now_nanos(shard).saturating_add(duration_nanos(delay)),
-            ),
+            When::After(delay) => self.deadline_after(shard, delay),
             When::At(instant) => self.ticks_ceil_with_rounding(self.clock.nanos_at(instant)),
             When::Within(earliest, latest) => {
                 if earliest > latest {
@@ -943,8 +947,7 @@ impl Inner {
         // and reused meanwhile, the shard read here may be another timer's;
         // the CAS below then fails and the deadline is never used.
         let shard = (slot.shard.load(Ordering::Relaxed) as usize).min(self.shards.len() - 1);
-        let (deadline, rounding) = self
-            .ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)));
+        let (deadline, rounding) = self.deadline_after(shard, delay);
         self.transition_from(id, slot, word, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {

@@ -408,6 +408,22 @@ impl Shard {
     /// # Safety
     /// The caller owns the shard and holds no reference into its core.
     pub(crate) unsafe fn take_stops(&self, inner: &Inner) {
+        // SAFETY: the caller owns the shard; the list is ours alone, so
+        // user code that `settle` runs cannot disturb the walk.
+        self.drain_stops(inner, |slot, index, word| unsafe {
+            self.settle(inner, slot, index, word)
+        });
+    }
+
+    /// Shutdown: empties the stop queue without settling (the sweep looks
+    /// at every slot itself), so that no slot stays `QUEUED`.
+    fn drop_stops(&self, inner: &Inner) {
+        self.drain_stops(inner, |_, _, _| {});
+    }
+
+    /// Takes the stop queue and hands each slot, with `QUEUED` cleared, and
+    /// its word as that clearing found it (without `QUEUED`) to `f`.
+    fn drain_stops(&self, inner: &Inner, mut f: impl FnMut(&Slot, u32, Word)) {
         let mut index = self.stops.take();
         while index != super::stops::NIL {
             // SAFETY: a queued slot is allocated and cannot be freed while
@@ -416,22 +432,7 @@ impl Shard {
             // Before `QUEUED` is cleared: then the slot may be queued anew.
             let next = slot.queue_next.load(Ordering::Relaxed);
             let word = Word(slot.state.fetch_and(!QUEUED, Ordering::AcqRel)).without(QUEUED);
-            // SAFETY: the caller owns the shard; the list is ours alone, so
-            // user code that `settle` runs cannot disturb the walk.
-            unsafe { self.settle(inner, slot, index, word) };
-            index = next;
-        }
-    }
-
-    /// Shutdown: empties the stop queue without settling (the sweep looks
-    /// at every slot itself), so that no slot stays `QUEUED`.
-    fn drop_stops(&self, inner: &Inner) {
-        let mut index = self.stops.take();
-        while index != super::stops::NIL {
-            // SAFETY: as in `take_stops`.
-            let slot = unsafe { inner.arena.get_allocated(index) };
-            let next = slot.queue_next.load(Ordering::Relaxed);
-            slot.state.fetch_and(!QUEUED, Ordering::AcqRel);
+            f(slot, index, word);
             index = next;
         }
     }

@@ -46,10 +46,8 @@
 use crossbeam_utils::CachePadded;
 
 use super::arena::Slot;
+pub(crate) use super::arena::NIL;
 use crate::sync::{AtomicU64, Ordering};
-
-/// No slot (the end of the list, or an empty queue).
-pub(crate) const NIL: u32 = u32::MAX;
 
 /// The queue's word when it is empty: no head, a count of 0.
 const EMPTY: u64 = NIL as u64;
