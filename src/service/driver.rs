@@ -417,7 +417,7 @@ impl Linger {
             return false;
         }
         for round in 0..self.budget {
-            if !shard.intake.is_empty() || shard.wake_claimed() {
+            if !shard.remote.is_empty() || shard.wake_claimed() {
                 self.budget = Self::FULL;
                 return true;
             }
@@ -434,7 +434,7 @@ impl Linger {
     /// After a park: if work is waiting, a producer woke this driver, and
     /// lingering next time would likely have saved that wake.
     fn after_park(&mut self, shard: &super::shard::Shard) {
-        if !shard.intake.is_empty() || shard.wake_claimed() {
+        if !shard.remote.is_empty() || shard.wake_claimed() {
             self.budget = (self.budget * 2).min(Self::FULL);
         }
     }

@@ -54,12 +54,11 @@ mod callback;
 mod clock;
 mod driver;
 mod expiry;
-pub(crate) mod intake;
 mod links;
 mod shard;
 pub(crate) mod state;
+mod remote;
 mod stats;
-mod stops;
 mod tag;
 mod timer;
 
@@ -76,7 +75,7 @@ pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
 use arena::{Arena, Slot};
 use builder::Config;
 use clock::{duration_nanos, ServiceClock};
-use intake::{Arm, Message};
+use remote::{Arm, Message};
 use shard::Shard;
 use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, QUEUED, RUNNING};
 use timer::When;
@@ -345,7 +344,7 @@ impl fmt::Debug for TimerService {
 struct Arming {
     shard: usize,
     deadline: u64,
-    /// See [`intake::Arm::rounding`].
+    /// See [`remote::Arm::rounding`].
     rounding: u8,
     /// Ticks; 0 for a one-shot timer.
     period: u64,
@@ -375,7 +374,7 @@ impl Inner {
     }
 
     /// [`ticks_ceil`](Self::ticks_ceil), and how far the tick lies after
-    /// `nanos` ([`intake::Arm::rounding`]).
+    /// `nanos` ([`remote::Arm::rounding`]).
     fn ticks_ceil_with_rounding(&self, nanos: u64) -> (u64, u8) {
         let (tick, rounding) = self.ticks.ceil_with_rounding(nanos);
         if tick > self.last_tick {
@@ -386,7 +385,7 @@ impl Inner {
     }
 
     /// The deadline tick `delay` from now on `shard`'s clock, and its
-    /// rounding ([`intake::Arm::rounding`]).
+    /// rounding ([`remote::Arm::rounding`]).
     #[inline]
     fn deadline_after(&self, shard: usize, delay: Duration) -> (u64, u8) {
         self.ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
@@ -531,7 +530,7 @@ impl Inner {
             unsafe { self.shards[shard].catch_up(self) };
             // SAFETY: this thread holds the shard's claim (`owns`).
             let index = unsafe { self.alloc_owned_slot(shard) };
-            let (message, slot) = self.publish(index, arming, callback);
+            let (message, slot) = self.publish(index, arming, callback, false);
             // SAFETY: this thread holds the shard's claim (`owns`). The slot
             // was just published by this thread and no other thread has its
             // id yet, so its word is the one `publish` stored: it is linked
@@ -544,23 +543,32 @@ impl Inner {
             return TimerId::new(message.index, message.gen, self.tag);
         }
         self.shards[shard].note_activity();
-        let (message, applied) = self.help(shard, |held| {
+        let (message, applied) = self.help(shard, |held, applied| {
             // SAFETY: this thread holds the lent shard (`help`), and no
             // reference into its core is live here.
             let local = held.and_then(|shard| unsafe { shard.take_local_slot() });
             let index = local.unwrap_or_else(|| self.arena.alloc());
-            self.publish(index, arming, callback).0
+            // Not applied here: published `QUEUED`, for `queue` to push.
+            self.publish(index, arming, callback, !applied).0
         });
         if !applied {
-            self.queue(shard, message);
+            self.queue(shard, message, true);
         }
         TimerId::new(message.index, message.gen, self.tag)
     }
 
     /// Fills free slot `index` (just taken from a free list or fresh, so
-    /// this thread's alone) for `arming` and publishes it armed; returns the
-    /// message that links it, and the slot (an owner links it at once).
-    fn publish(&self, index: u32, arming: Arming, callback: arena::Callback) -> (Message, &Slot) {
+    /// this thread's alone) for `arming` and publishes it armed, and
+    /// `QUEUED` if `queued` (the caller then pushes it on the shard's remote
+    /// queue); returns the message that links it, and the slot (an owner
+    /// links it at once).
+    fn publish(
+        &self,
+        index: u32,
+        arming: Arming,
+        callback: arena::Callback,
+        queued: bool,
+    ) -> (Message, &Slot) {
         let Arming {
             shard,
             deadline,
@@ -571,18 +579,21 @@ impl Inner {
         let slot = unsafe { self.slot(index) };
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
+        let armed = free.with_arm(ARMED).with(HANDLE);
         // SAFETY: the slot is FREE and was just popped from a free list (or
         // is fresh): this thread owns it exclusively until the release store
         // below publishes it. Its wheel links are those of an unlinked slot
-        // (the owner unlinks before it frees), and stay as they are.
+        // (the owner unlinks before it frees), and stay as they are. The
+        // arming recorded in `linked` is what the owner links when it takes
+        // the slot off its remote queue (`remote.rs`).
         slot.owned.with_mut(|owned| unsafe {
             (*owned).callback = Some(callback);
             (*owned).deadline = deadline;
-            (*owned).set_linked(0, 0);
+            (*owned).set_linked(armed.seq(), rounding);
         });
         // Shards are at most 4096 (`Builder::shards`).
         slot.shard.store(shard as u16, Ordering::Relaxed);
-        let armed = free.with_arm(ARMED).with(HANDLE);
+        let armed = if queued { armed.with(QUEUED) } else { armed };
         slot.state.store(armed.0, Ordering::Release);
         let message = Message {
             index,
@@ -672,16 +683,18 @@ impl Inner {
     fn send_remote(&self, shard: usize, message: Message) {
         let target = &self.shards[shard];
         target.note_activity();
-        let (message, applied) = self.help(shard, |_| message);
+        let (message, applied) = self.help(shard, |_, _| message);
         if !applied {
-            self.queue(shard, message);
+            self.queue(shard, message, false);
         }
     }
 
-    /// Queues a message for a shard's owner (waiting first if too much is
+    /// Queues an arming for a shard's owner (waiting first if too much is
     /// queued already, CONTRACT 20), and wakes the owner if it sleeps past
-    /// the message's deadline, or if too much has piled up.
-    fn queue(&self, shard: usize, message: Message) {
+    /// its deadline, or if too much has piled up. `started`: a START, whose
+    /// slot `publish` left `QUEUED` and is pushed itself; else a RESTART,
+    /// which travels in a proxy slot (`remote.rs`).
+    fn queue(&self, shard: usize, message: Message, started: bool) {
         let target = &self.shards[shard];
         let owner = OWNED_SHARD.with(|owned| owned.get().0) == self.address();
         let limit = if owner {
@@ -689,16 +702,25 @@ impl Inner {
         } else {
             PENDING_LIMIT
         };
-        if target.intake.pending() >= limit {
+        if target.remote.len() as usize >= limit {
             self.wait_for_backlog(shard, limit);
         }
-        let pending = target.intake.push(message);
-        // A start or restart needs the owner by its deadline; a stop or
-        // release needs it only to reclaim memory, so any sleep is too long
-        // for it (CONTRACT 13 and 21). Either way at most one producer per
-        // sleep wins the wake (`Shard::claim_wake`). Past
-        // `WAKE_AFTER_PENDING` messages the owner is needed now whatever they
-        // say, which bounds what an intake holds while its owner sleeps; that
+        let (index, slot) = if started {
+            // SAFETY: the slot `publish` just filled for this START.
+            (message.index, unsafe { self.slot(message.index) })
+        } else {
+            let index = self.arena.alloc();
+            // SAFETY: just allocated: free and this thread's alone.
+            let proxy = unsafe { self.slot(index) };
+            // SAFETY: as above.
+            unsafe { remote::write_proxy(proxy, message) };
+            (index, proxy)
+        };
+        let pending = target.remote.push(index, slot) as usize;
+        // An arming needs the owner by its deadline, and at most one
+        // producer per sleep wins the wake (`Shard::claim_wake`). Past
+        // `WAKE_AFTER_PENDING` entries the owner is needed now whatever they
+        // say, which bounds what a queue holds while its owner sleeps; that
         // wake goes through the same claim, so a sleep already interrupted is
         // not interrupted again (`many_remote_starts_wake_a_sleeping_owner_once`).
         let needed_by = match message.arm {
@@ -718,10 +740,14 @@ impl Inner {
     /// was not must be queued: the shard is held or not lent, the service is
     /// shutting down, or more is waiting than one batch (it then goes behind
     /// that).
-    fn help(&self, shard: usize, make: impl FnOnce(Option<&Shard>) -> Message) -> (Message, bool) {
+    fn help(
+        &self,
+        shard: usize,
+        make: impl FnOnce(Option<&Shard>, bool) -> Message,
+    ) -> (Message, bool) {
         let target = &self.shards[shard];
         if !target.try_help() {
-            return (make(None), false);
+            return (make(None, false), false);
         }
         // Inside, this thread acts as the owner: operations that user code
         // makes meanwhile (a callback's captures dropped by `settle`) are
@@ -732,8 +758,8 @@ impl Inner {
         // SAFETY (both blocks): this thread holds the lent shard (`try_help`),
         // and holds no reference into its core.
         let applied =
-            !self.is_shut_down() && unsafe { !target.take_intake(self) && !target.has_backlog() };
-        let message = make(Some(target));
+            !self.is_shut_down() && unsafe { !target.take_remote(self) && !target.has_backlog() };
+        let message = make(Some(target), applied);
         if applied {
             unsafe {
                 target.reconcile(self, message);
@@ -749,6 +775,25 @@ impl Inner {
             }
         }
         (message, applied)
+    }
+
+    /// Applies what waits in `shard`'s remote queue if the shard is lent
+    /// (its owner sleeps), as its owner would; otherwise does nothing.
+    fn help_reclaim(&self, shard: usize) {
+        let target = &self.shards[shard];
+        if !target.try_help() {
+            return;
+        }
+        let helping = Helping::enter(self.address(), shard, target);
+        if !self.is_shut_down() {
+            // SAFETY: this thread holds the lent shard (`try_help`), and
+            // holds no reference into its core.
+            unsafe {
+                target.take_remote(self);
+                target.refresh_counters(None);
+            }
+        }
+        drop(helping);
     }
 
     /// Backpressure (CONTRACT 20): `limit` messages (`PENDING_LIMIT`, or
@@ -785,7 +830,7 @@ impl Inner {
             self.wake(shard);
         }
         let mut spins = 0;
-        while target.intake.pending() >= limit
+        while target.remote.len() as usize >= limit
             && spins < MAX_ROUNDS
             && began.elapsed() < MAX_HOLD
             && !self.is_shut_down()
@@ -793,7 +838,7 @@ impl Inner {
             if service == self.address() {
                 // SAFETY: this thread holds the claim of shard `own`, and no
                 // reference into its core is live while user code runs.
-                unsafe { self.shards[own].take_intake(self) };
+                unsafe { self.shards[own].take_remote(self) };
             }
             backoff(&mut spins);
         }
@@ -839,19 +884,41 @@ impl Inner {
             // reused at any moment (a release), but a successful CAS proves
             // this was still the incarnation whose shard we read.
             let shard = slot.shard.load(Ordering::Relaxed) as usize;
-            // A STOP or release that disarms a timer of a shard this thread
-            // does not own: the same CAS queues the slot for its owner
-            // (`stops.rs`), unless it is queued already.
+            // A STOP that disarms a timer of a shard this thread does not
+            // own, or a release the owner must free: the same CAS queues the
+            // slot for its owner (`remote.rs`), unless it is queued already.
+            // (A release while the callback runs needs nothing: the owner
+            // settles the slot when the run ends.)
             let owner = self.owns(shard);
-            let queue = !owner && notify == Some(None) && word.is_armed() && !new.is_armed();
-            let new = if queue { new.with(QUEUED) } else { new };
+            let stopped = !owner
+                && notify == Some(None)
+                && !new.is_armed()
+                && (word.is_armed() || !word.is(RUNNING));
+            let push = stopped && !word.is(QUEUED);
+            let new = if push { new.with(QUEUED) } else { new };
             match slot.cas(word, new) {
                 Ok(_) => {
-                    if queue {
+                    if stopped {
                         // The CAS was the STOP; the push hands the slot to
                         // the owner, which reclaims it at its next poll.
-                        if !word.is(QUEUED) && self.shards[shard].push_stop(id.index(), slot) {
+                        let target = &self.shards[shard];
+                        let wake = if push {
+                            target.push_stop(id.index(), slot)
+                        } else {
+                            // Queued already (by its START, or an earlier
+                            // STOP): its pusher judged the reclaim bound
+                            // without this stop.
+                            target.stop_wake_due()
+                        };
+                        if wake {
                             self.wake(shard);
+                        } else if !word.is_armed() {
+                            // The release of a timer that is not armed (it
+                            // fired, or was stopped before): nothing of it
+                            // is left but memory, which a lent shard frees
+                            // now rather than at whatever deadline its
+                            // owner sleeps towards (CONTRACT 13).
+                            self.help_reclaim(shard);
                         }
                         return result;
                     }
@@ -873,9 +940,10 @@ impl Inner {
                                 }
                                 target.reconcile_slot(self, slot, message);
                             }
-                        } else if arm.is_none() && new.is_armed() {
-                            // A DETACH of an armed timer: it stays linked
-                            // and the owner frees it after it fires.
+                        } else if arm.is_none() {
+                            // A DETACH of an armed timer (it stays linked
+                            // and the owner frees it after it fires), or a
+                            // release while the callback runs.
                         } else {
                             self.send_remote(shard, message);
                         }

@@ -1,5 +1,5 @@
-//! One shard: a hierarchical wheel, its intake and stop queue, and the
-//! owner-side half of the protocol (fire, re-arm, settle, free).
+//! One shard: a hierarchical wheel, its remote queue, and the owner-side
+//! half of the protocol (take in, fire, re-arm, settle, free).
 //!
 //! Everything in `ShardCore` and every slot's `owned` fields belong to the
 //! thread that has claimed the shard (`claimed` is the token, taken with an
@@ -13,11 +13,10 @@ use crossbeam_utils::CachePadded;
 
 use super::arena::Callback;
 use super::arena::{Arena, Owned, Slot};
-use super::intake::{Arm, Intake, Message, Taken};
 use super::links::SlotNodes;
+use super::remote::{read_proxy, Arm, Message, RemoteQueue, NIL};
 use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, QUEUED, RUNNING};
 use super::stats::ShardCounters;
-use super::stops::StopQueue;
 use super::{Expiry, Inner, PanicReport, PanicSite, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
@@ -34,12 +33,15 @@ use crate::wheel::{Hierarchy, UNLINKED};
 // module docs; every other field is atomic or itself `Sync`.
 unsafe impl Sync for Shard {}
 
-/// `sleep_until` value while the owner is awake and will look at its intake
-/// before it sleeps again: producers need not wake it.
+/// `sleep_until` value while the owner is awake and will look at its remote
+/// queue before it sleeps again: producers need not wake it.
 const AWAKE: u64 = 0;
 
 pub(crate) struct Shard {
-    pub(crate) intake: Intake,
+    /// The slots other threads hand the owner: their STARTs, STOPs and
+    /// RESTARTs (see `remote.rs`). Written by every such thread: a line of
+    /// its own.
+    pub(crate) remote: RemoteQueue,
     /// The tick the owner sleeps until (`u64::MAX`: until woken), or `AWAKE`.
     sleep_until: AtomicU64,
     /// Who may touch the core: `0` (nobody owns the shard), `HELD` (its owner
@@ -60,10 +62,6 @@ pub(crate) struct Shard {
     pub(crate) handles: CachePadded<AtomicUsize>,
     /// The highest clock reading used for this shard (see `clock.rs`).
     pub(crate) clock_mark: CachePadded<std::sync::atomic::AtomicU64>,
-    /// The timers of this shard that other threads stopped, for the owner
-    /// to take out of its wheel and reclaim (see `stops.rs`). Written by
-    /// every thread that stops a timer here: a line of its own.
-    stops: StopQueue,
 }
 
 struct ShardCore {
@@ -76,16 +74,17 @@ struct ShardCore {
     /// service-wide free list, a cache line every shard would share. First
     /// in, first out, and never drained below `ROTATION` (see there).
     free_slots: VecDeque<u32>,
-    /// Messages taken from the intake but not yet applied (see `poll`).
-    backlog: Taken,
+    /// Slots taken off the remote queue but not yet applied, in push order,
+    /// linked through `queue_next` (see `poll`): the first, or `NIL`.
+    backlog: u32,
     /// The rest of a chunk of free slots taken from the arena
     /// (`Arena::pop_chunk`), used before the arena is asked again: first
     /// slot, or `NIL`. At most `SPILL - 1` slots.
     borrowed: u32,
 }
 
-/// How many messages, and how many expiries, a poll handles before it turns
-/// to the other kind of work.
+/// How many remote entries, and how many expiries, a poll handles before it
+/// turns to the other kind of work.
 const BATCH: usize = 1024;
 
 /// How many freed slots an owner keeps before handing them back to the
@@ -168,7 +167,7 @@ unsafe fn is_linked(slot: &Slot) -> bool {
 impl Shard {
     pub(crate) fn new() -> Self {
         Shard {
-            intake: Intake::new(),
+            remote: RemoteQueue::new(),
             sleep_until: AtomicU64::new(u64::MAX),
             claimed: AtomicUsize::new(0),
             activity: std::sync::atomic::AtomicBool::new(false),
@@ -177,13 +176,12 @@ impl Shard {
                 wheel: Hierarchy::starting_at(0),
                 linked: 0,
                 free_slots: VecDeque::new(),
-                backlog: Taken::empty(),
-                borrowed: super::arena::NIL,
+                backlog: NIL,
+                borrowed: NIL,
             }),
             counters: ShardCounters::default(),
             handles: CachePadded::new(AtomicUsize::new(0)),
             clock_mark: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
-            stops: StopQueue::new(),
         }
     }
 
@@ -310,7 +308,7 @@ impl Shard {
     /// The caller holds the shard.
     pub(crate) unsafe fn has_backlog(&self) -> bool {
         // SAFETY: forwarded.
-        unsafe { self.core(|core| !core.backlog.is_empty()) }
+        unsafe { self.core(|core| core.backlog != NIL) }
     }
 
     /// Producer side, after pushing a message: should this thread wake the
@@ -368,7 +366,7 @@ impl Shard {
         self.sleep_until
             .store(until.unwrap_or(u64::MAX).max(1), Ordering::SeqCst);
         crate::sync::handshake_fence();
-        if !self.intake.is_empty() || self.reclaim_is_due() {
+        if !self.remote.is_empty() {
             self.sleep_until.store(AWAKE, Ordering::SeqCst);
             return false;
         }
@@ -385,55 +383,110 @@ impl Shard {
         self.sleep_until.store(AWAKE, Ordering::SeqCst);
     }
 
-    /// A thread other than the owner has just stopped (or cancelled) an
-    /// armed timer of this shard, and its CAS set the slot's `QUEUED` bit:
-    /// queues the slot for the owner (see `stops.rs`). Returns `true` if the
-    /// caller must wake the owner: only when the queued stops pass the
-    /// reclaim bound, judged on `counters.armed` (the linked entries as of
-    /// the owner's last poll), and only if its wake claim wins.
+    /// A thread other than the owner has just stopped (or cancelled, or
+    /// released) a timer of this shard, and its CAS set the slot's `QUEUED`
+    /// bit: queues the slot for the owner (see `remote.rs`). Returns `true`
+    /// if the caller must wake the owner: only when the queued entries pass
+    /// the reclaim bound, judged on `counters.armed` (the linked entries as
+    /// of the owner's last poll), and only if its wake claim wins.
     pub(crate) fn push_stop(&self, index: u32, slot: &Slot) -> bool {
-        let queued = self.stops.push(index, slot);
+        let queued = self.remote.push(index, slot);
         reclaim_due(queued, self.counters.armed.get()) && self.claim_wake(None)
     }
 
-    /// Owner side: are the queued stops past the reclaim bound?
-    fn reclaim_is_due(&self) -> bool {
-        reclaim_due(self.stops.len(), self.counters.armed.get())
+    /// [`push_stop`](Self::push_stop) for a STOP whose slot was queued
+    /// already: should this thread wake the owner?
+    pub(crate) fn stop_wake_due(&self) -> bool {
+        reclaim_due(self.remote.len(), self.counters.armed.get()) && self.claim_wake(None)
     }
 
-    /// Takes the stop queue and settles each slot on it: takes a stale wheel
-    /// entry out, and frees the slot if nothing else needs it. O(slots
-    /// queued); one load when none are.
+    /// Shutdown: empties the remote queue without applying it (the sweep
+    /// looks at every slot itself), so that no slot stays `QUEUED`.
+    fn drop_remote(&self, inner: &Inner) {
+        // SAFETY: the caller (the sweep) has claimed the shard.
+        unsafe {
+            while let Some((slot, _)) = self.next_entry(inner, true) {
+                let _ = slot.state.fetch_and(!QUEUED, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// The next slot taken off the remote queue and not yet applied, with
+    /// its index and its link read (the caller clears `QUEUED` next); when
+    /// none is left and `refill`, whatever the queue holds now is taken
+    /// first.
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core.
-    pub(crate) unsafe fn take_stops(&self, inner: &Inner) {
-        // SAFETY: the caller owns the shard; the list is ours alone, so
-        // user code that `settle` runs cannot disturb the walk.
-        self.drain_stops(inner, |slot, index, word| unsafe {
-            self.settle(inner, slot, index, word)
-        });
+    unsafe fn next_entry<'a>(&self, inner: &'a Inner, refill: bool) -> Option<(&'a Slot, u32)> {
+        // SAFETY: forwarded.
+        let index = unsafe {
+            self.core(|core| {
+                if core.backlog == NIL && refill {
+                    core.backlog = self.remote.take(&inner.arena);
+                }
+                let index = core.backlog;
+                if index != NIL {
+                    // SAFETY: a queued slot is allocated and cannot be freed
+                    // while `QUEUED` is set (`remote.rs`); its link is read
+                    // before `QUEUED` is cleared, after which the slot may
+                    // be queued anew.
+                    let slot = inner.arena.get_allocated(index);
+                    core.backlog = slot.queue_next.load(Ordering::Relaxed);
+                }
+                index
+            })
+        };
+        if index == NIL {
+            return None;
+        }
+        // SAFETY: as above.
+        Some((unsafe { inner.arena.get_allocated(index) }, index))
     }
 
-    /// Shutdown: empties the stop queue without settling (the sweep looks
-    /// at every slot itself), so that no slot stays `QUEUED`.
-    fn drop_stops(&self, inner: &Inner) {
-        self.drain_stops(inner, |_, _, _| {});
-    }
-
-    /// Takes the stop queue and hands each slot, with `QUEUED` cleared, and
-    /// its word as that clearing found it (without `QUEUED`) to `f`.
-    fn drain_stops(&self, inner: &Inner, mut f: impl FnMut(&Slot, u32, Word)) {
-        let mut index = self.stops.take();
-        while index != super::stops::NIL {
-            // SAFETY: a queued slot is allocated and cannot be freed while
-            // `QUEUED` is set (`stops.rs`).
-            let slot = unsafe { inner.arena.get_allocated(index) };
-            // Before `QUEUED` is cleared: then the slot may be queued anew.
-            let next = slot.queue_next.load(Ordering::Relaxed);
-            let word = Word(slot.state.fetch_and(!QUEUED, Ordering::AcqRel)).without(QUEUED);
-            f(slot, index, word);
-            index = next;
+    /// Applies one entry of the remote queue (see `remote.rs`): clears the
+    /// slot's `QUEUED` bit and acts on its word as that clearing found it.
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core; the
+    /// slot was just taken off the queue (`next_entry`).
+    unsafe fn apply_entry(&self, inner: &Inner, slot: &Slot, index: u32) {
+        let word = Word(slot.state.fetch_and(!QUEUED, Ordering::AcqRel)).without(QUEUED);
+        if word.arm() == super::state::FREE {
+            // A proxy: a RESTART of another slot. The proxy is spent first
+            // (it joins this owner's free slots), so the restart's user code
+            // (a callback's captures dropped by `settle`) finds it tidy.
+            // SAFETY: the caller owns the shard and took the proxy off.
+            let message = unsafe { read_proxy(slot) };
+            // SAFETY: the proxy is FREE, unlinked, and on no free list.
+            unsafe { self.keep_free_slot(inner, index) };
+            // SAFETY: forwarded.
+            unsafe { self.reconcile(inner, message) };
+            return;
+        }
+        // SAFETY: the caller owns the shard, hence the slot's owner-side
+        // fields. An unlinked slot's `linked` is the arming a START from
+        // another thread recorded before it published the slot.
+        let start = unsafe {
+            (word.is_armed() && !is_linked(slot))
+                .then(|| owned(slot, |owned| (owned.linked_seq(), owned.linked_rounding(), owned.deadline)))
+                .filter(|&(seq, _, _)| seq == word.seq())
+        };
+        match start {
+            // SAFETY (both): forwarded.
+            Some((seq, rounding, deadline)) => unsafe {
+                self.link(
+                    inner,
+                    slot,
+                    index,
+                    Arm {
+                        seq,
+                        rounding,
+                        deadline,
+                    },
+                )
+            },
+            None => unsafe { self.settle(inner, slot, index, word) },
         }
     }
 
@@ -457,8 +510,8 @@ impl Shard {
     pub(crate) unsafe fn next_deadline(&self, inner: &Arc<Inner>) -> Option<u64> {
         // SAFETY: forwarded.
         unsafe {
-            if self.take_intake(inner) {
-                // Messages are still waiting: poll again at once.
+            if self.take_remote(inner) {
+                // Entries are still waiting: poll again at once.
                 return Some(self.core(|core| core.wheel.now()));
             }
             // Refreshed here as at the end of a poll: cancels applied since
@@ -510,10 +563,10 @@ impl Shard {
         // SAFETY: forwarded.
         unsafe {
             self.core(|core| {
-                if core.borrowed == super::arena::NIL {
+                if core.borrowed == NIL {
                     core.borrowed = arena.pop_chunk();
                 }
-                if core.borrowed != super::arena::NIL {
+                if core.borrowed != NIL {
                     let index = core.borrowed;
                     core.borrowed = arena.next_in_chunk(index);
                     return index;
@@ -544,7 +597,7 @@ impl Shard {
             // that remote churn can delay firing by one batch at most, never
             // by the whole backlog (CONTRACT 20).
             // SAFETY (all blocks below): the caller owns the shard.
-            let more_messages = unsafe { self.take_intake(inner) };
+            let more_messages = unsafe { self.take_remote(inner) };
             let mut fired_here = 0;
             while fired_here < BATCH {
                 let due = unsafe {
@@ -562,7 +615,7 @@ impl Shard {
                 polled.fired += usize::from(ran);
                 fired_here += 1;
             }
-            if fired_here < BATCH && !more_messages && self.intake.is_empty() {
+            if fired_here < BATCH && !more_messages && self.remote.is_empty() {
                 unsafe { self.publish_counters() };
                 return polled;
             }
@@ -574,69 +627,41 @@ impl Shard {
         }
     }
 
-    /// Applies up to `BATCH` waiting messages (those taken earlier first).
-    /// Returns `true` if some are still waiting.
+    /// Applies up to `BATCH` entries of the remote queue (those taken
+    /// earlier first). Returns `true` if some are still waiting.
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core. May
-    /// be called again from user code that `reconcile` runs (a callback's
-    /// captures being dropped); no core reference is held across a message.
-    pub(crate) unsafe fn take_intake(&self, inner: &Inner) -> bool {
-        // SAFETY: forwarded.
-        unsafe { self.take_stops(inner) };
+    /// be called again from user code that an entry runs (a callback's
+    /// captures being dropped); no core reference is held across an entry.
+    pub(crate) unsafe fn take_remote(&self, inner: &Inner) -> bool {
         for _ in 0..BATCH {
-            // SAFETY: forwarded.
-            let Some(message) = (unsafe { self.next_message(true) }) else {
+            // SAFETY (both): forwarded.
+            let Some((slot, index)) = (unsafe { self.next_entry(inner, true) }) else {
                 return false;
             };
-            // SAFETY: forwarded.
-            unsafe { self.reconcile(inner, message) };
+            unsafe { self.apply_entry(inner, slot, index) };
         }
         // SAFETY: forwarded.
-        unsafe { !self.core(|core| core.backlog.is_empty()) || !self.intake.is_empty() }
-    }
-
-    /// The oldest message taken in and not yet applied; when none is left
-    /// and `refill`, whatever the intake holds now is taken in first.
-    ///
-    /// # Safety
-    /// As for [`take_intake`](Self::take_intake); the core borrow ends
-    /// before the message is returned.
-    unsafe fn next_message(&self, refill: bool) -> Option<Message> {
-        // SAFETY: forwarded.
-        unsafe {
-            self.core(|core| {
-                if core.backlog.is_empty() {
-                    if !refill {
-                        return None;
-                    }
-                    self.intake.recycle(&mut core.backlog);
-                    if self.intake.is_empty() {
-                        return None;
-                    }
-                    core.backlog = self.intake.take_all();
-                }
-                core.backlog.pop()
-            })
-        }
+        unsafe { self.has_backlog() || !self.remote.is_empty() }
     }
 
     /// Before the owner links its own START or RESTART: applies everything
     /// other threads queued before it, so that an arming that happened
     /// before the owner's is linked first and fires first among timers due
     /// on the same tick (CONTRACT 5; `tests/service_order.rs`). Costs one
-    /// load of the intake head when nothing waits.
+    /// load of the queue's word when nothing waits.
     ///
     /// Applies the backlog left by an earlier batch and one snapshot of the
-    /// intake (whatever was pushed before this call), not what keeps
+    /// queue (whatever was pushed before this call), not what keeps
     /// arriving meanwhile, so a flood of remote work cannot hold it up.
     ///
     /// # Safety
-    /// As for [`take_intake`](Self::take_intake).
+    /// As for [`take_remote`](Self::take_remote).
     #[inline]
     pub(crate) unsafe fn catch_up(&self, inner: &Inner) {
         // SAFETY: forwarded.
-        if self.intake.is_empty() && unsafe { self.core(|core| core.backlog.is_empty()) } {
+        if self.remote.is_empty() && unsafe { !self.has_backlog() } {
             return;
         }
         // SAFETY: forwarded.
@@ -645,19 +670,17 @@ impl Shard {
 
     #[cold]
     unsafe fn catch_up_slow(&self, inner: &Inner) {
-        // One snapshot of the intake, taken once the earlier backlog is
+        // One snapshot of the queue, taken once the earlier backlog is
         // applied; nothing pushed after that.
         let mut refill = true;
         loop {
-            // SAFETY (both): forwarded.
-            let take_snapshot = refill && unsafe { self.core(|core| core.backlog.is_empty()) };
+            // SAFETY (all): forwarded.
+            let take_snapshot = refill && unsafe { !self.has_backlog() };
             refill &= !take_snapshot;
-            let message = unsafe { self.next_message(take_snapshot) };
-            let Some(message) = message else {
+            let Some((slot, index)) = (unsafe { self.next_entry(inner, take_snapshot) }) else {
                 return;
             };
-            // SAFETY: forwarded.
-            unsafe { self.reconcile(inner, message) };
+            unsafe { self.apply_entry(inner, slot, index) };
         }
     }
 
@@ -835,15 +858,29 @@ impl Shard {
         // SAFETY: the caller's contract: no allocator can reach the slot.
         let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
         self.counters.freed.bump(1);
-        // The freed slot joins the back of this owner's rotation; past
-        // `LOCAL_FREE_MAX`, the `SPILL` that have rested longest go back to
-        // the service as one chunk (see `ROTATION`, `Arena::push_chunk`).
+        // SAFETY: forwarded.
+        unsafe { self.keep_free_slot(inner, index) };
+        // User code (the callback's captures) is dropped last, once the slot
+        // is consistent: it may start, stop or drop other timers, or panic.
+        let shard = usize::from(slot.shard.load(Ordering::Relaxed));
+        drop_callback(inner, callback, TimerId::new(index, gen, inner.tag), shard);
+    }
+
+    /// Puts a FREE slot on this owner's free slots: it joins the back of
+    /// the rotation; past `LOCAL_FREE_MAX`, the `SPILL` that have rested
+    /// longest go back to the service as one chunk (see `ROTATION`,
+    /// `Arena::push_chunk`).
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core; the
+    /// slot is FREE, unlinked, holds no callback, and is on no free list.
+    unsafe fn keep_free_slot(&self, inner: &Inner, index: u32) {
         // SAFETY: the caller owns the shard; no core reference is live.
         unsafe {
             self.core(|core| {
                 core.free_slots.push_back(index);
                 if core.free_slots.len() > LOCAL_FREE_MAX + SPILL {
-                    let mut first = super::arena::NIL;
+                    let mut first = NIL;
                     for _ in 0..SPILL {
                         if let Some(rested) = core.free_slots.pop_front() {
                             inner.arena.link_in_chunk(rested, first);
@@ -854,10 +891,6 @@ impl Shard {
                 }
             })
         };
-        // User code (the callback's captures) is dropped last, once the slot
-        // is consistent: it may start, stop or drop other timers, or panic.
-        let shard = usize::from(slot.shard.load(Ordering::Relaxed));
-        drop_callback(inner, callback, TimerId::new(index, gen, inner.tag), shard);
     }
 
     /// Fires the slot's current arming if it is still the one in the wheel.
@@ -975,17 +1008,15 @@ impl Shard {
     ///
     /// The caller must have claimed the shard (it is not polling).
     pub(crate) fn sweep(&self, inner: &Inner, shard: usize) {
-        // Messages and queued stops are moot now: the sweep looks at every
-        // slot itself.
-        drop(self.intake.take_all());
-        self.drop_stops(inner);
+        // Queued entries are moot now: the sweep looks at every slot itself.
+        self.drop_remote(inner);
         // SAFETY: the caller has claimed the shard. The slots are marked
         // unlinked in the first pass below, before anything reads them.
         unsafe {
             self.core(|core| {
                 core.wheel = Hierarchy::starting_at(core.wheel.now());
                 core.linked = 0;
-                core.backlog = Taken::empty();
+                core.backlog = NIL;
             })
         };
         self.counters.armed.set(0);

@@ -1,0 +1,246 @@
+//! A shard's remote queue: how threads that do not own a shard hand its
+//! owner their STARTs, STOPs and RESTARTs, with no message node and no
+//! allocation of its own. What is queued is a slot.
+//!
+//! # What is queued
+//!
+//! Every operation is first decided, as always, by one CAS on the timer's
+//! state word (`state.rs`). When the owner must then act on it, the thread
+//! queues a slot on this queue, whose word holds the first slot's index and
+//! how many are queued; a slot's link is its `queue_next`. `QUEUED` in a
+//! slot's state word says it is on the queue: only the thread whose CAS or
+//! store set `QUEUED` pushes it, and only the owner clears it, after it has
+//! taken the slot off. Three kinds of entry:
+//!
+//! * **A START**: the new timer's own slot. The starting thread allocated
+//!   it, so it alone may write its owner-side fields until it publishes
+//!   it: it writes the callback, the deadline and the arming (`seq` and
+//!   rounding, in `owned.linked`), then stores the word `ARMED | HANDLE |
+//!   QUEUED` (release) and pushes the slot. The owner links an unlinked,
+//!   armed slot whose recorded arming is the word's current one.
+//! * **A STOP** (or cancel, or the drop of a handle): the stopped timer's
+//!   slot. The CAS that disarms an `ARMED` word, or gives up the handle of
+//!   a fired one, sets `QUEUED` in the same CAS unless it was set already.
+//!   The owner unlinks the entry and frees the slot if nothing else holds it.
+//! * **A RESTART**: a *proxy*, a spare slot from the arena that carries the
+//!   restart as a message (the target's index and generation, the arming's
+//!   `seq`, deadline and rounding; see [`write_proxy`]). A restart moves a
+//!   timer that may be linked, whose owner-side fields only the owner may
+//!   touch, so the deadline travels in a slot of its own. A proxy's word
+//!   is `FREE | QUEUED`, which no timer's word ever is. The owner applies
+//!   the restart if that arming is still the target's current one, and
+//!   keeps the proxy as one of its free slots.
+//!
+//! Later operations on a queued slot push nothing more (a STOP after a
+//! START, a release after a STOP): the owner settles each slot on its word
+//! as it finds it then, which covers them all. A RESTART always sends its
+//! proxy, so that it takes its place among the others (below).
+//!
+//! # Why the owner sees what it needs
+//!
+//! * **Fields.** A pusher writes the slot (and for a START its owner-side
+//!   fields) and its link before its CAS on the queue word (SeqCst, so
+//!   release); the owner takes the whole list with one `swap` (SeqCst, so
+//!   acquire) and reads each slot's link before it clears `QUEUED`, after
+//!   which another thread may queue the slot again and rewrite the link.
+//! * **Memory.** A `QUEUED` slot is never freed
+//!   ([`Word::is_reclaimable`](super::state::Word)), so a queued index names
+//!   the same slot until the owner takes it, and a slot is queued at most
+//!   once: for STARTs and STOPs the queue holds at most the live slots.
+//!   (Proxies are one per remote RESTART waiting for the owner; the
+//!   producers' backpressure bounds them, `Inner::queue`.)
+//! * **Order.** One queue carries every kind, so the owner applies them in
+//!   the order of their pushes (it reverses the list it takes): an arming
+//!   that happened before another on a different thread is linked first
+//!   and fires first among the timers due on one tick (CONTRACT 5). Before
+//!   the owner links its own START or RESTART it applies what is queued
+//!   (`Shard::catch_up`).
+//! * **ABA.** The owner only ever takes the whole list, so a slot is never
+//!   popped while a pusher still reads the head.
+//! * **Waking.** The push's CAS returns how many entries are queued. A
+//!   pusher then claims the wake of a sleeping owner (`Shard::claim_wake`)
+//!   when its arming is due before the owner's sleep ends, when the queue
+//!   has grown past a bound, or, for a STOP, only when the queued entries
+//!   pass the reclaim bound (`Shard::push_stop`): so memory stays within
+//!   CONTRACT 13 and a sleep is interrupted at most once (CONTRACT 21). The
+//!   owner, before it sleeps, stores its sleep and then loads this word
+//!   (`Shard::publish_sleep`): the pusher's CAS and its load of the sleep
+//!   are SeqCst, a store-then-load (Dekker) handshake, so either the owner
+//!   sees the entry or the pusher sees the sleep.
+//!
+//! loom: `remote_cancel_vs_fire_vs_take`, `remote_start_vs_stop_vs_take`,
+//! the `sleeping_owner_*` models in `tests/loom_service.rs`.
+
+use crossbeam_utils::CachePadded;
+
+use super::arena::{Arena, Slot};
+pub(crate) use super::arena::NIL;
+use crate::sync::{AtomicU64, Ordering};
+
+/// What the owner is asked to do about slot `(index, gen)`: the restart a
+/// proxy carries, or (built by the thread that made it) an operation a
+/// helper applies in a lent shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Message {
+    pub(crate) index: u32,
+    pub(crate) gen: u32,
+    /// `Some`: an arming of the slot to link. `None`: the slot was stopped
+    /// or released; unlink or free it.
+    pub(crate) arm: Option<Arm>,
+}
+
+/// An arming of a slot, as its owner links it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Arm {
+    /// The arming's `seq` (the owner links only the slot's newest).
+    pub(crate) seq: u32,
+    /// How far `deadline` lies after the deadline asked for, in 256ths of a
+    /// tick (delays are rounded up to ticks): lateness counts from the
+    /// deadline asked for, not from the tick (`stats.rs`).
+    pub(crate) rounding: u8,
+    /// The deadline tick.
+    pub(crate) deadline: u64,
+}
+
+/// The queue's word when it is empty: no head, a count of 0.
+const EMPTY: u64 = NIL as u64;
+
+/// The slots other threads handed a shard's owner. One word: the first
+/// slot's index in the low 32 bits, how many were pushed since the owner
+/// last took the list in the high 32, so a push reads the count from its
+/// own CAS.
+pub(crate) struct RemoteQueue {
+    word: CachePadded<AtomicU64>,
+}
+
+const fn head(word: u64) -> u32 {
+    word as u32
+}
+
+const fn count(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+impl RemoteQueue {
+    pub(crate) fn new() -> Self {
+        RemoteQueue {
+            word: CachePadded::new(AtomicU64::new(EMPTY)),
+        }
+    }
+
+    /// Pushes slot `index` (`slot`), whose `QUEUED` bit this thread has just
+    /// set. Returns how many slots are queued now, this one included.
+    pub(crate) fn push(&self, index: u32, slot: &Slot) -> u32 {
+        let mut old = self.word.load(Ordering::Relaxed);
+        loop {
+            slot.queue_next.store(head(old), Ordering::Relaxed);
+            let queued = count(old).saturating_add(1);
+            let new = (u64::from(queued) << 32) | u64::from(index);
+            // SeqCst: release for the link and the slot (the owner takes the
+            // list with a SeqCst swap), and the store half of the handshake
+            // with `Shard::publish_sleep`.
+            match self
+                .word
+                .compare_exchange_weak(old, new, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    crate::sync::handshake_fence();
+                    return queued;
+                }
+                Err(actual) => old = actual,
+            }
+        }
+    }
+
+    /// How many slots are queued.
+    pub(crate) fn len(&self) -> u32 {
+        count(self.word.load(Ordering::SeqCst))
+    }
+
+    /// `true` when nothing is queued (the load half of the owner's
+    /// handshake, `Shard::publish_sleep`).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.word.load(Ordering::SeqCst) == EMPTY
+    }
+
+    /// Takes every queued slot, in the order they were pushed: the index of
+    /// the first ([`NIL`] when none); each slot's `queue_next` leads to the
+    /// next. Owner side. Costs one load when the queue is empty.
+    pub(crate) fn take(&self, arena: &Arena) -> u32 {
+        if self.word.load(Ordering::Relaxed) == EMPTY {
+            return NIL;
+        }
+        // SeqCst: acquire for the links and slots, and every access of the
+        // sleep handshake SeqCst: miri implements the older C++11 SeqCst
+        // rule, under which a SeqCst load may read from a non-SeqCst RMW in
+        // ways Rust's (C++20) model forbids, and then reports a lost wakeup
+        // that cannot happen. x86 and AArch64 emit the same instruction for
+        // both orderings of an RMW.
+        let mut index = head(self.word.swap(EMPTY, Ordering::SeqCst));
+        // Reverse into push order. The links are ours: every slot on the
+        // list is `QUEUED`, and only its taker clears that.
+        let mut reversed = NIL;
+        while index != NIL {
+            // SAFETY: a queued index names an allocated slot (module docs).
+            let slot = unsafe { arena.get_allocated(index) };
+            let next = slot.queue_next.load(Ordering::Relaxed);
+            slot.queue_next.store(reversed, Ordering::Relaxed);
+            reversed = index;
+            index = next;
+        }
+        reversed
+    }
+}
+
+/// Writes `message` (a RESTART: `arm` is `Some`) into `proxy`, a free slot
+/// this thread has just taken from the arena, and marks it a queued proxy
+/// (`FREE | QUEUED`, its generation kept). The caller pushes it next.
+///
+/// Where it goes: the deadline and arming where a START keeps its own
+/// (`owned.deadline`, `owned.linked`), the target's index in the backward
+/// link and its generation in the forward link, both unused while a slot
+/// is in no list.
+///
+/// # Safety
+/// `proxy` is free and this thread's alone (just allocated).
+pub(crate) unsafe fn write_proxy(proxy: &Slot, message: Message) {
+    let arm = message.arm.expect("a proxy carries a RESTART");
+    // SAFETY: the caller's contract.
+    proxy.owned.with_mut(|owned| unsafe {
+        (*owned).callback = None;
+        (*owned).deadline = arm.deadline;
+        (*owned).prev = message.index;
+        (*owned).set_linked(arm.seq, arm.rounding);
+    });
+    proxy.next.store(message.gen, Ordering::Relaxed);
+    let word = proxy.load(Ordering::Relaxed);
+    debug_assert_eq!(word.arm(), super::state::FREE);
+    proxy
+        .state
+        .store(word.with(super::state::QUEUED).0, Ordering::Relaxed);
+}
+
+/// The message a proxy carries (see [`write_proxy`]).
+///
+/// # Safety
+/// The caller owns the proxy's shard and has taken the proxy off the queue.
+pub(crate) unsafe fn read_proxy(proxy: &Slot) -> Message {
+    // SAFETY: the caller's contract.
+    let (index, deadline, seq, rounding) = proxy.owned.with(|owned| unsafe {
+        (
+            (*owned).prev,
+            (*owned).deadline,
+            (*owned).linked_seq(),
+            (*owned).linked_rounding(),
+        )
+    });
+    Message {
+        index,
+        gen: proxy.next.load(Ordering::Relaxed),
+        arm: Some(Arm {
+            seq,
+            rounding,
+            deadline,
+        }),
+    }
+}
