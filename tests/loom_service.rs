@@ -103,6 +103,49 @@ fn remote_start_vs_owner_poll() {
     });
 }
 
+/// A remote START, its cancel, and the same thread's next START reusing
+/// that slot in place (`Inner::revive`: the slot is still on the remote
+/// queue), all racing the owner taking the queue in. Whichever way the
+/// owner's take falls (before the first START's push, between, during the
+/// reuse, after), the cancelled timer never runs and is dropped once, the
+/// second fires exactly once at its deadline, and both slots' timers are
+/// accounted for as freed. Fails ("runs 0") with the reuse's second CAS
+/// (`FREE|QUEUED|FRESH -> ARMED|...`) made a plain store: an owner that took
+/// the slot off in between left it alone, and nobody queued it again.
+#[test]
+fn revived_start_vs_owner_take() {
+    model("revived_start_vs_owner_take", || {
+        let (service, mut owner, clock) = service();
+        let cancelled = std::sync::Arc::new(Probe::default());
+        let second = std::sync::Arc::new(Probe::default());
+        let remote = {
+            let service = service.clone();
+            let (cancelled, second) = (cancelled.clone(), second.clone());
+            thread::spawn(move || {
+                let first = service
+                    .start(TICK * 5, counting_callback(&cancelled))
+                    .unwrap();
+                assert_eq!(first.cancel(), Stop::Cancelled);
+                service
+                    .start(TICK, counting_callback(&second))
+                    .unwrap()
+                    .forget();
+            })
+        };
+        owner.poll().unwrap();
+        remote.join().unwrap();
+        clock.advance(TICK);
+        owner.poll().unwrap();
+        assert_eq!(cancelled.runs.load(SeqCst), 0);
+        assert_eq!(cancelled.drops.load(SeqCst), 1);
+        let runs = second.runs.load(SeqCst);
+        assert_eq!(runs, 1, "runs {runs}");
+        assert_eq!(second.drops.load(SeqCst), 1);
+        assert_eq!(service.stats().freed, 2);
+        assert_eq!(service.stats().armed, 0);
+    });
+}
+
 /// The owner's START taking a fresh group of slots (a CAS on the arena's
 /// `fresh` count) racing a remote START taking one fresh slot (a
 /// `fetch_add` on it): the two timers get different slots, and each STOP

@@ -130,3 +130,58 @@ fn a_start_from_a_callback_does_not_overtake_an_earlier_remote_start() {
     assert_eq!(*log.lock().unwrap(), ["remote", "callback"]);
     drop(remote);
 }
+
+/// A START that reuses, in place on the owner's remote queue, the slot of
+/// the same thread's START it cancelled before the owner took it in
+/// (`Inner::revive`) still fires after a START that happened before it.
+/// Thread T starts a timer and cancels it; thread U then starts "earlier"
+/// for tick 5 (queued behind T's old slot) and tells T; T starts "later"
+/// for tick 5 in its old slot, ahead of U's on the queue. The owner takes
+/// the queue in only now: "earlier" must fire first. Fails with the owner
+/// linking a revived START at its place on the queue
+/// (`Shard::apply_one` ignoring `owned.prev`).
+#[test]
+fn a_start_in_a_reused_queued_slot_does_not_overtake_an_earlier_start() {
+    let (service, clock) = common::manual(1);
+    let log: Log = Arc::default();
+    let mut guard = service.claim_shard(0).unwrap();
+    let (to_t, from_u) = mpsc::channel::<()>();
+    let (to_u, from_t) = mpsc::channel::<()>();
+    let t = {
+        let (service, log) = (service.clone(), log.clone());
+        std::thread::spawn(move || {
+            let first = service
+                .schedule(TimerSpec::after(5 * MS).on_shard(0), |_| unreachable!())
+                .unwrap();
+            assert_eq!(first.cancel(), tickwheel::Stop::Cancelled);
+            to_u.send(()).unwrap();
+            from_u.recv().unwrap();
+            let later = service
+                .schedule(TimerSpec::after(5 * MS).on_shard(0), logger(&log, "later"))
+                .unwrap();
+            // Reused: no new slot.
+            (later, service.stats().freed)
+        })
+    };
+    let u = {
+        let (service, log) = (service.clone(), log.clone());
+        std::thread::spawn(move || {
+            from_t.recv().unwrap();
+            let earlier = service
+                .schedule(
+                    TimerSpec::after(5 * MS).on_shard(0),
+                    logger(&log, "earlier"),
+                )
+                .unwrap();
+            to_t.send(()).unwrap();
+            earlier
+        })
+    };
+    let earlier = u.join().unwrap();
+    let (later, freed) = t.join().unwrap();
+    assert_eq!(freed, 1, "the cancelled START's slot was reused in place");
+    clock.advance(5 * MS);
+    assert_eq!(guard.poll(), Ok(2));
+    assert_eq!(*log.lock().unwrap(), ["earlier", "later"]);
+    drop((earlier, later));
+}

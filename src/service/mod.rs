@@ -55,9 +55,9 @@ mod clock;
 mod driver;
 mod expiry;
 mod links;
+mod remote;
 mod shard;
 pub(crate) mod state;
-mod remote;
 mod stats;
 mod tag;
 mod timer;
@@ -77,7 +77,7 @@ use builder::Config;
 use clock::{duration_nanos, ServiceClock};
 use remote::{Arm, Message};
 use shard::Shard;
-use state::{Word, ARMED, CANCELLED, FIRED, HALTED, HANDLE, QUEUED, RUNNING};
+use state::{Word, ARMED, CANCELLED, FIRED, FRESH, HALTED, HANDLE, QUEUED, RUNNING};
 use timer::When;
 
 #[cfg(any(loom, shuttle))]
@@ -141,6 +141,10 @@ std::thread_local! {
     static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
     /// Spreads starts from threads that own no shard.
     static SPREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    /// `(service address, slot, word)`: the START this thread cancelled
+    /// before its owner took it in, for its next START to reuse
+    /// (`Inner::revive`).
+    static REVIVABLE: std::cell::Cell<(usize, u32, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
 }
 #[cfg(any(loom, shuttle))]
 thread_local! {
@@ -150,6 +154,8 @@ thread_local! {
     static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = std::cell::Cell::new((0, 0));
     #[allow(clippy::missing_const_for_thread_local)]
     static SPREAD: std::cell::Cell<usize> = std::cell::Cell::new(usize::MAX);
+    #[allow(clippy::missing_const_for_thread_local)]
+    static REVIVABLE: std::cell::Cell<(usize, u32, u64)> = std::cell::Cell::new((0, 0, 0));
 }
 
 /// A timer service: N shards, each a hierarchical wheel with one owner.
@@ -543,6 +549,10 @@ impl Inner {
             return TimerId::new(message.index, message.gen, self.tag);
         }
         self.shards[shard].note_activity();
+        let callback = match self.revive(&arming, callback) {
+            Ok(id) => return id,
+            Err(callback) => callback,
+        };
         let (message, applied) = self.help(shard, |held, applied| {
             // SAFETY: this thread holds the lent shard (`help`), and no
             // reference into its core is live here.
@@ -555,6 +565,105 @@ impl Inner {
             self.queue(shard, message, true);
         }
         TimerId::new(message.index, message.gen, self.tag)
+    }
+
+    /// A START from a thread that owns no shard, in the slot of its own
+    /// last START if the shard's owner has not taken that one in yet and it
+    /// has been cancelled and released since (`REVIVABLE`): the slot is
+    /// still on the remote queue, so the new timer needs no slot and no
+    /// push, and a START + cancel loop against an owner that does not poll
+    /// holds one slot instead of one per START (CONTRACT 20;
+    /// `tests/service_wake.rs::item20_a_stalled_owner_holds_one_slot_per_canceller`).
+    /// Returns the callback when it cannot.
+    ///
+    /// Who owns what: the slot's word `CANCELLED | QUEUED | FRESH` (no
+    /// handle) says nobody but the owner may touch it, and the owner only
+    /// to take it off the queue. This thread's CAS from exactly that word to
+    /// `FREE | QUEUED | FRESH` of the next generation ends the old timer and
+    /// makes the slot this thread's: an owner that takes it off meanwhile
+    /// leaves it alone (`Shard::apply_one`). This thread fills it, then CASes
+    /// it to `ARMED | HANDLE | QUEUED | FRESH`: if `QUEUED` is still set the
+    /// owner has not seen it yet and links it when it comes to it; if not,
+    /// it is pushed again as any START.
+    ///
+    /// Order (CONTRACT 5): the slot keeps its place on the queue, which may
+    /// be before entries other threads pushed since. So it records the
+    /// newest entry on the queue after this thread's CAS (everything that
+    /// happened before this START was pushed by then), and the owner links
+    /// it right after that entry, not at its own place
+    /// (`Shard::link_deferred`).
+    fn revive(
+        &self,
+        arming: &Arming,
+        callback: arena::Callback,
+    ) -> Result<TimerId, arena::Callback> {
+        let (service, index, word) = REVIVABLE.with(|r| r.get());
+        if service != self.address() {
+            return Err(callback);
+        }
+        REVIVABLE.with(|r| r.set((0, 0, 0)));
+        let shard = arming.shard;
+        let Some(slot) = self.arena.get(index) else {
+            return Err(callback);
+        };
+        if usize::from(slot.shard.load(Ordering::Relaxed)) != shard {
+            return Err(callback);
+        }
+        let old = Word(word);
+        let reserved = Word::free(state::next_gen(old.gen()))
+            .with(QUEUED)
+            .with(FRESH);
+        if slot.cas(old, reserved).is_err() {
+            return Err(callback);
+        }
+        let armed = reserved.with_arm(ARMED).with(HANDLE);
+        // What happened before this START was pushed by now (SeqCst: the
+        // load sees every push that happened before it).
+        let after = match self.shards[shard].remote.newest() {
+            remote::NIL => remote::REVIVE_AFTER_BATCH,
+            newest => newest,
+        };
+        // SAFETY: the CAS above made the slot this thread's (see above).
+        let previous = slot.owned.with_mut(|owned| unsafe {
+            (*owned).deadline = arming.deadline;
+            (*owned).set_linked(armed.seq(), arming.rounding);
+            (*owned).prev = after;
+            (*owned).callback.replace(callback)
+        });
+        if slot.cas(reserved, armed).is_err() {
+            // The owner took the slot off meanwhile (and left it alone):
+            // queue it again, as a new START, with nothing to follow.
+            // SAFETY: as above; the word is `FREE` of the new generation,
+            // which no id names yet and no other thread changes.
+            slot.owned
+                .with_mut(|owned| unsafe { (*owned).prev = remote::NIL });
+            slot.state.store(armed.0, Ordering::Release);
+            let message = Message {
+                index,
+                gen: armed.gen(),
+                arm: Some(Arm {
+                    seq: armed.seq(),
+                    rounding: arming.rounding,
+                    deadline: arming.deadline,
+                }),
+            };
+            self.queue(shard, message, true);
+        } else if self.shards[shard].claim_wake(Some(arming.deadline)) {
+            self.wake(shard);
+        }
+        self.shards[shard]
+            .counters
+            .revived
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The old timer's captures go last, once the slot is consistent:
+        // user code, which may panic (reported like a callback's).
+        shard::drop_callback(
+            self,
+            previous,
+            TimerId::new(index, old.gen(), self.tag),
+            shard,
+        );
+        Ok(TimerId::new(index, armed.gen(), self.tag))
     }
 
     /// Fills free slot `index` (just taken from a free list or fresh, so
@@ -590,10 +699,18 @@ impl Inner {
             (*owned).callback = Some(callback);
             (*owned).deadline = deadline;
             (*owned).set_linked(armed.seq(), rounding);
+            if queued {
+                // No entry to follow (see `revive`).
+                (*owned).prev = remote::NIL;
+            }
         });
         // Shards are at most 4096 (`Builder::shards`).
         slot.shard.store(shard as u16, Ordering::Relaxed);
-        let armed = if queued { armed.with(QUEUED) } else { armed };
+        let armed = if queued {
+            armed.with(QUEUED).with(FRESH)
+        } else {
+            armed
+        };
         slot.state.store(armed.0, Ordering::Release);
         let message = Message {
             index,
@@ -910,6 +1027,12 @@ impl Inner {
                             // without this stop.
                             target.stop_wake_due()
                         };
+                        if !push && new.is(FRESH) && new.is_reclaimable_but_queued() {
+                            // A START of this thread's that its owner has
+                            // not taken in, cancelled and released: this
+                            // thread's next START may reuse it in place.
+                            REVIVABLE.with(|r| r.set((self.address(), id.index(), new.0)));
+                        }
                         if wake {
                             self.wake(shard);
                         } else if !word.is_armed() {

@@ -73,8 +73,8 @@
 
 use crossbeam_utils::CachePadded;
 
-use super::arena::{Arena, Slot};
 pub(crate) use super::arena::NIL;
+use super::arena::{Arena, Slot};
 use crate::sync::{AtomicU64, Ordering};
 
 /// What the owner is asked to do about slot `(index, gen)`: the restart a
@@ -163,12 +163,18 @@ impl RemoteQueue {
         self.word.load(Ordering::SeqCst) == EMPTY
     }
 
-    /// Takes every queued slot, in the order they were pushed: the index of
-    /// the first ([`NIL`] when none); each slot's `queue_next` leads to the
-    /// next. Owner side. Costs one load when the queue is empty.
-    pub(crate) fn take(&self, arena: &Arena) -> u32 {
+    /// The slot pushed last, or [`NIL`] (see [`REVIVE_AFTER_BATCH`]).
+    pub(crate) fn newest(&self) -> u32 {
+        head(self.word.load(Ordering::SeqCst))
+    }
+
+    /// Takes every queued slot, in the order they were pushed: the indexes
+    /// of the first and the last ([`NIL`] when none); each slot's
+    /// `queue_next` leads to the next. Owner side. Costs one load when the
+    /// queue is empty.
+    pub(crate) fn take(&self, arena: &Arena) -> (u32, u32) {
         if self.word.load(Ordering::Relaxed) == EMPTY {
-            return NIL;
+            return (NIL, NIL);
         }
         // SeqCst: acquire for the links and slots, and every access of the
         // sleep handshake SeqCst: miri implements the older C++11 SeqCst
@@ -177,6 +183,7 @@ impl RemoteQueue {
         // that cannot happen. x86 and AArch64 emit the same instruction for
         // both orderings of an RMW.
         let mut index = head(self.word.swap(EMPTY, Ordering::SeqCst));
+        let last = index;
         // Reverse into push order. The links are ours: every slot on the
         // list is `QUEUED`, and only its taker clears that.
         let mut reversed = NIL;
@@ -188,9 +195,14 @@ impl RemoteQueue {
             reversed = index;
             index = next;
         }
-        reversed
+        (reversed, last)
     }
 }
+
+/// A revived START's `owned.prev` when the queue was empty as it was
+/// revived: its owner had taken the list holding it; it goes after the
+/// last slot of that list. See [`Inner::revive`](super::Inner).
+pub(crate) const REVIVE_AFTER_BATCH: u32 = NIL - 1;
 
 /// Writes `message` (a RESTART: `arm` is `Some`) into `proxy`, a free slot
 /// this thread has just taken from the arena, and marks it a queued proxy

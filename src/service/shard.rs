@@ -14,8 +14,8 @@ use crossbeam_utils::CachePadded;
 use super::arena::Callback;
 use super::arena::{Arena, Owned, Slot};
 use super::links::SlotNodes;
-use super::remote::{read_proxy, Arm, Message, RemoteQueue, NIL};
-use super::state::{Word, ARMED, CANCELLED, FIRED, HALTED, QUEUED, RUNNING};
+use super::remote::{read_proxy, Arm, Message, RemoteQueue, NIL, REVIVE_AFTER_BATCH};
+use super::state::{Word, ARMED, CANCELLED, FIRED, FREE, FRESH, HALTED, QUEUED, RUNNING};
 use super::stats::ShardCounters;
 use super::{Expiry, Inner, PanicReport, PanicSite, TimerId, RUNNING_CALLBACK};
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
@@ -77,6 +77,11 @@ struct ShardCore {
     /// Slots taken off the remote queue but not yet applied, in push order,
     /// linked through `queue_next` (see `poll`): the first, or `NIL`.
     backlog: u32,
+    /// The last slot of the list `backlog` came from.
+    backlog_tail: u32,
+    /// Revived STARTs taken in before the entry they must follow
+    /// (`Inner::revive`): linked when that entry is applied.
+    deferred: Vec<Deferred>,
     /// The rest of a chunk of free slots taken from the arena
     /// (`Arena::pop_chunk`), used before the arena is asked again: first
     /// slot, or `NIL`. At most `SPILL - 1` slots.
@@ -139,6 +144,15 @@ fn reclaim_due(queued: u32, linked: u64) -> bool {
     u64::from(queued) > u64::from(RECLAIM_MIN) + linked / 3
 }
 
+/// A revived START waiting for entry `after` of the remote queue (see
+/// `Inner::revive`).
+struct Deferred {
+    after: u32,
+    index: u32,
+    gen: u32,
+    arm: Arm,
+}
+
 /// What [`Shard::poll`] did.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Polled {
@@ -177,6 +191,8 @@ impl Shard {
                 linked: 0,
                 free_slots: VecDeque::new(),
                 backlog: NIL,
+                backlog_tail: NIL,
+                deferred: Vec::new(),
                 borrowed: NIL,
             }),
             counters: ShardCounters::default(),
@@ -406,7 +422,7 @@ impl Shard {
         // SAFETY: the caller (the sweep) has claimed the shard.
         unsafe {
             while let Some((slot, _)) = self.next_entry(inner, true) {
-                let _ = slot.state.fetch_and(!QUEUED, Ordering::AcqRel);
+                let _ = slot.state.fetch_and(!(QUEUED | FRESH), Ordering::AcqRel);
             }
         }
     }
@@ -423,7 +439,7 @@ impl Shard {
         let index = unsafe {
             self.core(|core| {
                 if core.backlog == NIL && refill {
-                    core.backlog = self.remote.take(&inner.arena);
+                    (core.backlog, core.backlog_tail) = self.remote.take(&inner.arena);
                 }
                 let index = core.backlog;
                 if index != NIL {
@@ -445,14 +461,37 @@ impl Shard {
     }
 
     /// Applies one entry of the remote queue (see `remote.rs`): clears the
-    /// slot's `QUEUED` bit and acts on its word as that clearing found it.
+    /// slot's `QUEUED` and `FRESH` bits and acts on its word as that
+    /// clearing found it; then links the revived STARTs that were waiting
+    /// for this entry.
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core; the
     /// slot was just taken off the queue (`next_entry`).
     unsafe fn apply_entry(&self, inner: &Inner, slot: &Slot, index: u32) {
-        let word = Word(slot.state.fetch_and(!QUEUED, Ordering::AcqRel)).without(QUEUED);
-        if word.arm() == super::state::FREE {
+        // SAFETY (both): forwarded.
+        unsafe {
+            self.apply_one(inner, slot, index);
+            if self.core(|core| !core.deferred.is_empty()) {
+                self.link_deferred(inner, index);
+            }
+        }
+    }
+
+    /// [`apply_entry`](Self::apply_entry) without the deferred STARTs.
+    ///
+    /// # Safety
+    /// As for [`apply_entry`](Self::apply_entry).
+    unsafe fn apply_one(&self, inner: &Inner, slot: &Slot, index: u32) {
+        let old = Word(slot.state.fetch_and(!(QUEUED | FRESH), Ordering::AcqRel));
+        let word = old.without(QUEUED).without(FRESH);
+        if word.arm() == FREE {
+            if old.is(FRESH) {
+                // A slot another thread is reviving (`Inner::revive`): it
+                // is that thread's until it finds `QUEUED` gone and pushes
+                // the slot again.
+                return;
+            }
             // A proxy: a RESTART of another slot. The proxy is spent first
             // (it joins this owner's free slots), so the restart's user code
             // (a callback's captures dropped by `settle`) finds it tidy.
@@ -464,29 +503,95 @@ impl Shard {
             unsafe { self.reconcile(inner, message) };
             return;
         }
-        // SAFETY: the caller owns the shard, hence the slot's owner-side
-        // fields. An unlinked slot's `linked` is the arming a START from
-        // another thread recorded before it published the slot.
-        let start = unsafe {
-            (word.is_armed() && !is_linked(slot))
-                .then(|| owned(slot, |owned| (owned.linked_seq(), owned.linked_rounding(), owned.deadline)))
-                .filter(|&(seq, _, _)| seq == word.seq())
+        if !old.is(FRESH) {
+            // A STOP or release (or a slot queued for one and restarted
+            // since: its restart's proxy follows).
+            // SAFETY: forwarded.
+            unsafe { self.settle(inner, slot, index, word) };
+            return;
+        }
+        // A START from another thread: the slot is unlinked, and its
+        // owner-side fields hold the arming it recorded before publishing
+        // it (and, if revived, which entry it must follow: `owned.prev`).
+        // SAFETY: the caller owns the shard, hence the slot's fields.
+        let (arm, after) = unsafe {
+            owned(slot, |owned| {
+                let arm = Arm {
+                    seq: owned.linked_seq(),
+                    rounding: owned.linked_rounding(),
+                    deadline: owned.deadline,
+                };
+                let after = std::mem::replace(&mut owned.prev, NIL);
+                (arm, after)
+            })
         };
-        match start {
-            // SAFETY (both): forwarded.
-            Some((seq, rounding, deadline)) => unsafe {
-                self.link(
-                    inner,
-                    slot,
-                    index,
-                    Arm {
-                        seq,
-                        rounding,
-                        deadline,
-                    },
-                )
-            },
-            None => unsafe { self.settle(inner, slot, index, word) },
+        if !word.is_armed() || arm.seq != word.seq() {
+            // Stopped (or restarted: a proxy follows) before it was taken in.
+            // SAFETY: forwarded.
+            unsafe { self.settle(inner, slot, index, word) };
+            return;
+        }
+        // SAFETY: the caller owns the shard.
+        let deferred = unsafe {
+            self.core(|core| {
+                let after = if after == REVIVE_AFTER_BATCH {
+                    core.backlog_tail
+                } else {
+                    after
+                };
+                let wait = after != NIL && after != index;
+                if wait {
+                    core.deferred.push(Deferred {
+                        after,
+                        index,
+                        gen: word.gen(),
+                        arm,
+                    });
+                }
+                wait
+            })
+        };
+        if !deferred {
+            // SAFETY: forwarded.
+            unsafe { self.link(inner, slot, index, arm) };
+        }
+    }
+
+    /// Links the revived STARTs that were waiting for entry `after` (see
+    /// `Inner::revive`), in the order they were taken in, if each is still
+    /// the arming its slot holds.
+    ///
+    /// # Safety
+    /// As for [`apply_entry`](Self::apply_entry).
+    #[cold]
+    unsafe fn link_deferred(&self, inner: &Inner, after: u32) {
+        loop {
+            // SAFETY: forwarded.
+            let next = unsafe {
+                self.core(|core| {
+                    let at = core.deferred.iter().position(|d| d.after == after)?;
+                    Some(core.deferred.remove(at))
+                })
+            };
+            let Some(Deferred {
+                index, gen, arm, ..
+            }) = next
+            else {
+                return;
+            };
+            // SAFETY: a deferred slot is allocated.
+            let slot = unsafe { inner.arena.get_allocated(index) };
+            let word = slot.load(Ordering::Acquire);
+            if word.gen() != gen {
+                continue; // Freed since (the owner cancelled it), maybe reused.
+            }
+            if word.is_armed() && word.seq() == arm.seq {
+                // SAFETY: forwarded; the slot is this shard's and unlinked.
+                unsafe { self.link(inner, slot, index, arm) };
+            } else {
+                // SAFETY: forwarded.
+                unsafe { self.settle(inner, slot, index, word) };
+            }
         }
     }
 
@@ -1017,6 +1122,7 @@ impl Shard {
                 core.wheel = Hierarchy::starting_at(core.wheel.now());
                 core.linked = 0;
                 core.backlog = NIL;
+                core.deferred.clear();
             })
         };
         self.counters.armed.set(0);
@@ -1091,7 +1197,7 @@ fn report_panic(
     payload: Box<dyn std::any::Any + Send>,
 ) {
     if let Some(target) = inner.shards.get(shard) {
-        target.counters.panics.bump(1);
+        target.counters.panics.bump_shared(1);
     }
     let report = PanicReport::new(id, shard, site, payload);
     if let Some(hook) = &inner.config.panic_hook {

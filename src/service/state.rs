@@ -8,7 +8,8 @@
 //! | 2      | `RUNNING` | the callback is executing on the shard owner right now        |
 //! | 3      | `HANDLE`  | a user handle ([`Timer`](crate::Timer) or a C handle) holds it |
 //! | 4      | `HALTED`  | stopped while `RUNNING`: a periodic timer is not re-armed after this run |
-//! | 5      | `QUEUED`  | the slot is on its shard's stop queue (`stops.rs`): not freed until the owner takes it off |
+//! | 5      | `QUEUED`  | the slot is on its shard's remote queue (`remote.rs`): not freed until the owner takes it off |
+//! | 6      | `FRESH`   | with `QUEUED`: a START from another thread that the owner has not taken in yet; the slot is unlinked and its owner-side fields belong to the queue entry |
 //! | 8..32  | `seq`     | arming sequence: bumped by every restart and release           |
 //! | 32..64 | `gen`     | slot incarnation (below 2^28): bumped when the slot is freed; ids carry it |
 //!
@@ -82,6 +83,7 @@ pub(crate) const RUNNING: u64 = 1 << 2;
 pub(crate) const HANDLE: u64 = 1 << 3;
 pub(crate) const HALTED: u64 = 1 << 4;
 pub(crate) const QUEUED: u64 = 1 << 5;
+pub(crate) const FRESH: u64 = 1 << 6;
 const SEQ_SHIFT: u32 = 8;
 const SEQ_MASK: u64 = ((1 << 24) - 1) << SEQ_SHIFT;
 const GEN_SHIFT: u32 = 32;
@@ -159,16 +161,24 @@ impl Word {
     }
 }
 
+impl Word {
+    /// `true` for a word that would be reclaimable but for `QUEUED`.
+    pub(crate) const fn is_reclaimable_but_queued(self) -> bool {
+        self.is(QUEUED) && self.without(QUEUED).without(FRESH).is_reclaimable()
+    }
+}
+
 impl std::fmt::Debug for Word {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let arm = ["FREE", "ARMED", "FIRED", "CANCELLED"][self.arm() as usize];
         write!(
             f,
-            "{arm}{}{}{}{} seq={} gen={}",
+            "{arm}{}{}{}{}{} seq={} gen={}",
             if self.is(RUNNING) { "|RUNNING" } else { "" },
             if self.is(HALTED) { "|HALTED" } else { "" },
             if self.is(HANDLE) { "|HANDLE" } else { "" },
             if self.is(QUEUED) { "|QUEUED" } else { "" },
+            if self.is(FRESH) { "|FRESH" } else { "" },
             self.seq(),
             self.gen()
         )

@@ -52,6 +52,11 @@ impl OwnerCounter {
         );
     }
 
+    /// For a counter other threads bump too (rare events: panics).
+    pub(crate) fn bump_shared(&self, by: u64) {
+        self.0.fetch_add(by, Ordering::Relaxed);
+    }
+
     pub(crate) fn set(&self, value: u64) {
         self.0.store(value, Ordering::Relaxed);
     }
@@ -69,9 +74,13 @@ pub(crate) struct ShardCounters {
     pub(crate) armed: OwnerCounter,
     max_lateness: OwnerCounter,
     lateness: [OwnerCounter; BUCKETS],
-    /// Operations of other threads that found this shard's intake full and
-    /// waited for the owner (many writers, hence a real RMW; a cold path).
+    /// Operations of other threads that found this shard's remote queue
+    /// full and waited for the owner (many writers, hence a real RMW; a
+    /// cold path).
     pub(crate) held_back: AtomicU64,
+    /// Slots other threads reused in place for a START (`Inner::revive`):
+    /// freed and taken again without the owner.
+    pub(crate) revived: AtomicU64,
     /// The tick by which the owner must next poll, as of its last poll
     /// (`u64::MAX`: nothing armed), for the waiting part of `lateness_max`.
     pub(crate) next_due_tick: OwnerCounter,
@@ -88,6 +97,7 @@ impl Default for ShardCounters {
             max_lateness: OwnerCounter::default(),
             lateness: std::array::from_fn(|_| OwnerCounter::default()),
             held_back: AtomicU64::new(0),
+            revived: AtomicU64::new(0),
             next_due_tick: OwnerCounter(AtomicU64::new(u64::MAX)),
         }
     }
@@ -170,7 +180,7 @@ impl Stats {
             stats.fired += c.fired.get();
             stats.panics += c.panics.get();
             stats.overruns += c.overruns.get();
-            stats.freed += c.freed.get();
+            stats.freed += c.freed.get() + c.revived.load(Ordering::Relaxed);
             stats.armed += c.armed.get();
             stats.held_back += c.held_back.load(Ordering::Relaxed);
             max = max.max(c.max_lateness.get());
