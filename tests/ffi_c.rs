@@ -2,6 +2,9 @@
 //! shared) library, built on first use (see `library_dir`), with
 //! `-Wall -Wextra -Wpedantic -Werror`, and runs them. The sanitizer and
 //! valgrind runs of the same programs are in `ffi-tests/run.sh` (.ci/run).
+//!
+//! Needs the `capi` feature (Cargo.toml's `[[test]]` entry says so):
+//! `cargo test --features capi`.
 #![cfg(all(target_os = "linux", not(any(loom, miri))))]
 
 use std::path::{Path, PathBuf};
@@ -38,11 +41,12 @@ fn root() -> &'static Path {
 ///
 /// The package's `[lib]` has only the default crate type (Rust dependents
 /// must not build C libraries), so this builds the two C libraries itself:
-/// `cargo rustc --lib --crate-type staticlib,cdylib` into `<target>/ffi`, a
-/// target directory of its own. Its own directory because `cargo test` may
-/// still hold the lock on the main one, and so that the `debug` rlib's build
-/// is not replaced by a build with other crate types. Cargo's fingerprints
-/// make later runs a no-op; `ffi-tests/run.sh` uses the same directory.
+/// `cargo rustc --lib --features capi --crate-type staticlib,cdylib` into
+/// `<target>/ffi`, a target directory of its own. Its own directory because
+/// `cargo test` may still hold the lock on the main one, and so that the
+/// `debug` rlib's build is not replaced by a build with other crate types.
+/// Cargo's fingerprints make later runs a no-op; `ffi-tests/run.sh` uses the
+/// same directory and features.
 fn library_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -54,14 +58,15 @@ fn library_dir() -> PathBuf {
             .expect("test binary in <target>/<profile>/deps")
             .join("ffi");
         let result = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["rustc", "--lib", "--crate-type", "staticlib,cdylib"])
+            .args(["rustc", "--lib", "--features", "capi"])
+            .args(["--crate-type", "staticlib,cdylib"])
             .env("CARGO_TARGET_DIR", &target)
             .current_dir(root())
             .output()
             .expect("run cargo rustc");
         assert!(
             result.status.success(),
-            "cargo rustc --lib --crate-type staticlib,cdylib failed:\n{}",
+            "cargo rustc --lib --features capi --crate-type staticlib,cdylib failed:\n{}",
             String::from_utf8_lossy(&result.stderr)
         );
         let dir = target.join("debug");
