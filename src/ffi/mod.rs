@@ -34,6 +34,16 @@
 //! * **Thread safety** is stated on each function. In short: service and
 //!   timer functions may be called from any thread at any time; a shard
 //!   belongs to the thread that claimed it; a wheel is single-threaded.
+//! * **Pointer rules: the safety contract of every function.** Every exported
+//!   function that takes a pointer is `unsafe` under these rules, stated once
+//!   here and at the top of `tickwheel.h`; its own `# Safety` section adds
+//!   only what is particular to it. Each pointer argument is `NULL` or valid
+//!   for its use: an object from its `_new` or `_claim` function, not yet
+//!   freed or released; an input readable; an output writable. Each callback
+//!   is a valid function that never unwinds (above), and each context stays
+//!   valid, and usable from the threads stated, as long as the function's
+//!   documentation says. Each object is used only from the threads its
+//!   functions' documentation allows (a `tw_wheel` by one thread at a time).
 
 mod result;
 mod service;
