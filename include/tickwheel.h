@@ -5,8 +5,9 @@
  *  - Opaque objects (tw_service, tw_shard, tw_wheel) are made by _new/_claim
  *    and destroyed by _free/_release; passing NULL to _free does nothing.
  *  - Timer handles and wheel keys are plain uint64_t values carrying a
- *    generation; 0 is never valid. A stale handle returns TW_STALE_HANDLE and
- *    never touches another timer or freed memory.
+ *    generation, and a timer handle also its service's tag (a handle is
+ *    stale on every other service); 0 is never valid. A stale handle returns
+ *    TW_STALE_HANDLE and never touches another timer or freed memory.
  *  - Functions return a tw_result; numbers are fixed, tw_result_str names them.
  *    On failure, output parameters are not written.
  *  - Output parameters come last; every pointer is checked.
