@@ -23,8 +23,9 @@ if [ -z "$ratas" ] || [ ! -x "$ratas" ]; then
     ratas=""
 fi
 
-# The static library (no `[lib] crate-type` in Cargo.toml: see there).
-cargo rustc --release --lib --crate-type staticlib --quiet
+# The static library, with the C ABI (the `capi` feature; no `[lib]
+# crate-type` in Cargo.toml: see there).
+cargo rustc --release --lib --features capi --crate-type staticlib --quiet
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 cargo bench --bench ratas --no-run --quiet 2>/dev/null || cargo bench --bench ratas --no-run

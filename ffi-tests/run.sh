@@ -20,7 +20,8 @@
 #        bash ffi-tests/run.sh overload [threads timers_per_thread shards max_delay_ms timeout_s arm_nice lend]
 #        (default: plain shared asan valgrind; tsan needs the nightly
 #        toolchain with rust-src, so it runs only when named)
-# `cargo test --test ffi_c` runs the plain and shared builds; .ci/run runs this.
+# `cargo test --features capi --test ffi_c` runs the plain and shared builds;
+# .ci/run runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,17 +34,18 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 if [ "${modes[0]}" = overload ]; then
     # Timing needs the optimized library (README, "Using tickwheel from C"),
     # built into the same target directory as the tests' debug one.
-    CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --release --lib --crate-type staticlib,cdylib --quiet
+    CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --release --lib --features capi --crate-type staticlib,cdylib --quiet
     mkdir -p ffi-tests/build
     gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -O2 -Iinclude -o ffi-tests/build/overload \
         ffi-tests/overload.c "$target_dir/ffi/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
     exec ffi-tests/build/overload "${modes[@]:1}"
 fi
 
-# The package builds only an rlib by default; the C libraries are built with
-# explicit crate types into a target directory of their own, the same one as
-# tests/ffi_c.rs uses (so whichever runs first builds, the other reuses it).
-CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --lib --crate-type staticlib,cdylib --quiet
+# The package builds only an rlib, without the C ABI, by default; the C
+# libraries are built with the `capi` feature and explicit crate types into a
+# target directory of their own, with the same features as tests/ffi_c.rs
+# uses (so whichever runs first builds, the other reuses it).
+CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --lib --features capi --crate-type staticlib,cdylib --quiet
 libdir="$target_dir/ffi/debug"
 [ -f "$libdir/libtickwheel.a" ] || { echo "no $libdir/libtickwheel.a" >&2; exit 1; }
 
@@ -136,7 +138,7 @@ for mode in "${modes[@]}"; do
         # `cargo rustc --crate-type staticlib` builds the archive whatever
         # crate-type Cargo.toml lists.
         host=$(rustc -vV | sed -n 's/^host: //p')
-        RUSTFLAGS="-Zsanitizer=thread" cargo +nightly rustc --quiet --lib --crate-type staticlib \
+        RUSTFLAGS="-Zsanitizer=thread" cargo +nightly rustc --quiet --lib --features capi --crate-type staticlib \
             -Zbuild-std --target "$host" --target-dir "$target_dir/tsan"
         tsan_lib="$target_dir/tsan/$host/debug/libtickwheel.a"
         # GCC 12's libtsan lacks the __tsan_mem* entry points that LLVM's
@@ -165,7 +167,7 @@ for mode in "${modes[@]}"; do
         [ -x "$gcc_ld/ld.lld" ] || { echo "lto: the toolchain has no rust-lld ($gcc_ld)" >&2; exit 1; }
         echo "$clang ($("$clang" -dumpversion)), rustc's LLVM $llvm_major, linker $gcc_ld/ld.lld"
         RUSTFLAGS="-Clinker-plugin-lto" CARGO_TARGET_DIR="$target_dir/xlto" \
-            cargo rustc --release --lib --crate-type staticlib --quiet
+            cargo rustc --release --lib --features capi --crate-type staticlib --quiet
         lto_lib="$target_dir/xlto/release/libtickwheel.a"
         # ThinLTO imports functions of up to 100 instructions and inlines
         # below a cost of 250 by default: the hot entry points (checks,

@@ -5,8 +5,9 @@
  *  - Opaque objects (tw_service, tw_shard, tw_wheel) are made by _new/_claim
  *    and destroyed by _free/_release; passing NULL to _free does nothing.
  *  - Timer handles and wheel keys are plain uint64_t values carrying a
- *    generation; 0 is never valid. A stale handle returns TW_STALE_HANDLE and
- *    never touches another timer or freed memory.
+ *    generation, and a timer handle also its service's tag (a handle is
+ *    stale on every other service); 0 is never valid. A stale handle returns
+ *    TW_STALE_HANDLE and never touches another timer or freed memory.
  *  - Functions return a tw_result; numbers are fixed, tw_result_str names them.
  *    On failure, output parameters are not written.
  *  - Output parameters come last; every pointer is checked.
@@ -15,6 +16,14 @@
  *    tickwheel callback (timer, ctx_free, wake, wheel). Mark C++ callbacks
  *    noexcept.
  *  - Each function's documentation says from which threads it may be called.
+ *  - POINTER RULES, the safety contract of every function (each function's
+ *    "Safety" section adds only what is particular to it): each pointer
+ *    argument is NULL or valid for its use: an object from its _new/_claim
+ *    function, not yet freed or released; an input readable; an output
+ *    writable. Callbacks are valid functions that never unwind; their
+ *    contexts stay valid, and usable from the threads stated, as long as the
+ *    function's documentation says. Objects are used only from the threads
+ *    that documentation allows (a tw_wheel by one thread at a time).
  */
 
 #ifndef TICKWHEEL_H
@@ -483,10 +492,8 @@ TW_MUST_USE const char *tw_result_describe(uint32_t result);
  * Thread safety: may be called from any thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `config->wake_ctx` stays valid as `tw_service_config` says.
  */
 TW_MUST_USE
 tw_result tw_service_new(const struct tw_service_config *config,
@@ -508,10 +515,8 @@ tw_result tw_service_new(const struct tw_service_config *config,
  * the service's own callbacks.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `service` is not used after this returns.
  */
 void tw_service_free(struct tw_service *service);
 
@@ -525,10 +530,7 @@ void tw_service_free(struct tw_service *service);
  * callback; then that callback's own shard is swept once it returns).
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_service_shutdown(const struct tw_service *service);
 
@@ -538,10 +540,7 @@ TW_MUST_USE tw_result tw_service_shutdown(const struct tw_service *service);
  * Thread safety: may be called from any thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_service_shard_count(const struct tw_service *service, size_t *count_out);
 
@@ -551,10 +550,7 @@ TW_MUST_USE tw_result tw_service_shard_count(const struct tw_service *service, s
  * Thread safety: may be called from any thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_service_tick_ns(const struct tw_service *service, uint64_t *tick_ns_out);
 
@@ -568,10 +564,7 @@ TW_MUST_USE tw_result tw_service_tick_ns(const struct tw_service *service, uint6
  * Thread safety: may be called from any thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_service_advance_clock(const struct tw_service *service, uint64_t ns);
 
@@ -590,10 +583,7 @@ TW_MUST_USE tw_result tw_service_advance_clock(const struct tw_service *service,
  * naming a shard go to the last one it claimed.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_shard_claim(const struct tw_service *service,
@@ -613,10 +603,8 @@ tw_result tw_shard_claim(const struct tw_service *service,
  * Thread safety: only the claiming thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `shard` is not used after this returns `TW_OK`.
  */
 TW_MUST_USE tw_result tw_shard_release(struct tw_shard *shard);
 
@@ -632,10 +620,7 @@ TW_MUST_USE tw_result tw_shard_release(struct tw_shard *shard);
  * Thread safety: only the claiming thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_shard_poll(const struct tw_shard *shard, size_t *fired_out);
 
@@ -652,10 +637,7 @@ TW_MUST_USE tw_result tw_shard_poll(const struct tw_shard *shard, size_t *fired_
  * Thread safety: only the claiming thread; not from the shard's callbacks.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_shard_next_deadline_ns(const struct tw_shard *shard, uint64_t *ns_out);
 
@@ -667,10 +649,7 @@ TW_MUST_USE tw_result tw_shard_next_deadline_ns(const struct tw_shard *shard, ui
  * Thread safety: only the claiming thread; not from the shard's callbacks.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_shard_next_timeout_ms(const struct tw_shard *shard, int *ms_out);
 
@@ -680,10 +659,7 @@ TW_MUST_USE tw_result tw_shard_next_timeout_ms(const struct tw_shard *shard, int
  * Thread safety: only the claiming thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_shard_index(const struct tw_shard *shard, size_t *index_out);
 
@@ -706,10 +682,8 @@ TW_MUST_USE tw_result tw_shard_index(const struct tw_shard *shard, size_t *index
  * a shard fixed per calling thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `ctx` stays valid as long as the callback may run.
  */
 TW_MUST_USE
 tw_result tw_timer_start(const struct tw_service *service,
@@ -727,10 +701,8 @@ tw_result tw_timer_start(const struct tw_service *service,
  * Thread safety: as `tw_timer_start`.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `ctx` stays valid as long as the callback may run.
  */
 TW_MUST_USE
 tw_result tw_timer_start_periodic(const struct tw_service *service,
@@ -748,10 +720,8 @@ tw_result tw_timer_start_periodic(const struct tw_service *service,
  * Thread safety: as `tw_timer_start`.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `ctx` stays valid as long as the callback may run.
  */
 TW_MUST_USE
 tw_result tw_timer_start_within(const struct tw_service *service,
@@ -778,10 +748,9 @@ tw_result tw_timer_start_within(const struct tw_service *service,
  * Thread safety: as `tw_timer_start`.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * With a `ctx_free`, `ctx` belongs to it from this call on, also when the
+ * call fails.
  */
 TW_MUST_USE
 tw_result tw_timer_schedule(const struct tw_service *service,
@@ -806,10 +775,7 @@ tw_result tw_timer_schedule(const struct tw_service *service,
  * stops never both report `TW_STOP_CANCELLED`.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_timer_stop(const struct tw_service *service,
@@ -832,10 +798,7 @@ tw_result tw_timer_stop(const struct tw_service *service,
  * caller's timer (two callbacks waiting on each other deadlock).
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_timer_stop_sync(const struct tw_service *service,
@@ -856,10 +819,7 @@ tw_result tw_timer_stop_sync(const struct tw_service *service,
  * own included), without locks.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_timer_restart(const struct tw_service *service,
@@ -875,10 +835,7 @@ tw_result tw_timer_restart(const struct tw_service *service,
  * date by the time it is read).
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_timer_is_armed(const struct tw_service *service,
@@ -896,10 +853,7 @@ tw_result tw_timer_is_armed(const struct tw_service *service,
  * returns).
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_timer_free(const struct tw_service *service, uint64_t timer);
 
@@ -911,10 +865,7 @@ TW_MUST_USE tw_result tw_timer_free(const struct tw_service *service, uint64_t t
  * Thread safety: as `tw_timer_free`.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_timer_forget(const struct tw_service *service, uint64_t timer);
 
@@ -939,10 +890,7 @@ const char *tw_version(void);
  * Thread safety: may be called from any thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_wheel_new(uint64_t start_tick, struct tw_wheel **wheel_out);
 
@@ -954,10 +902,9 @@ TW_MUST_USE tw_result tw_wheel_new(uint64_t start_tick, struct tw_wheel **wheel_
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `wheel` is not used after this returns (unless it was called from the
+ * wheel's own callback: then it did nothing).
  */
 void tw_wheel_free(struct tw_wheel *wheel);
 
@@ -969,10 +916,7 @@ void tw_wheel_free(struct tw_wheel *wheel);
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_schedule(const struct tw_wheel *wheel,
@@ -990,10 +934,7 @@ tw_result tw_wheel_schedule(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_schedule_in_range(const struct tw_wheel *wheel,
@@ -1011,10 +952,7 @@ tw_result tw_wheel_schedule_in_range(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_schedule_after(const struct tw_wheel *wheel,
@@ -1029,10 +967,7 @@ tw_result tw_wheel_schedule_after(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_schedule_in_range_at(const struct tw_wheel *wheel,
@@ -1051,10 +986,7 @@ tw_result tw_wheel_schedule_in_range_at(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_schedule_in_range_after(const struct tw_wheel *wheel,
@@ -1072,10 +1004,7 @@ tw_result tw_wheel_schedule_in_range_after(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_reschedule_after(const struct tw_wheel *wheel,
@@ -1094,10 +1023,7 @@ tw_result tw_wheel_reschedule_after(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_reschedule_in_range(const struct tw_wheel *wheel,
@@ -1113,10 +1039,7 @@ tw_result tw_wheel_reschedule_in_range(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_reschedule_in_range_after(const struct tw_wheel *wheel,
@@ -1133,10 +1056,7 @@ tw_result tw_wheel_reschedule_in_range_after(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_deadline(const struct tw_wheel *wheel,
@@ -1150,10 +1070,7 @@ tw_result tw_wheel_deadline(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_reschedule(const struct tw_wheel *wheel,
@@ -1168,10 +1085,7 @@ tw_result tw_wheel_reschedule(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_cancel(const struct tw_wheel *wheel,
@@ -1193,10 +1107,8 @@ tw_result tw_wheel_cancel(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `callback` and `ctx` are used only during this call.
  */
 TW_MUST_USE
 tw_result tw_wheel_advance(const struct tw_wheel *wheel,
@@ -1221,10 +1133,8 @@ tw_result tw_wheel_advance(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `callback` and `ctx` are used only during this call.
  */
 TW_MUST_USE
 tw_result tw_wheel_advance_keep(const struct tw_wheel *wheel,
@@ -1252,10 +1162,8 @@ tw_result tw_wheel_advance_keep(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `callback` and `ctx` are used only during this call.
  */
 TW_MUST_USE
 tw_result tw_wheel_advance_to_next(const struct tw_wheel *wheel,
@@ -1278,10 +1186,8 @@ tw_result tw_wheel_advance_to_next(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread; `TW_REENTRANT` from its callbacks.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `callback` and `ctx` are used only during this call.
  */
 TW_MUST_USE
 tw_result tw_wheel_clear(const struct tw_wheel *wheel,
@@ -1296,10 +1202,7 @@ tw_result tw_wheel_clear(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE
 tw_result tw_wheel_ticks_to_next_event(const struct tw_wheel *wheel,
@@ -1313,10 +1216,7 @@ tw_result tw_wheel_ticks_to_next_event(const struct tw_wheel *wheel,
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_wheel_now(const struct tw_wheel *wheel, uint64_t *tick_out);
 
@@ -1326,10 +1226,7 @@ TW_MUST_USE tw_result tw_wheel_now(const struct tw_wheel *wheel, uint64_t *tick_
  * Thread safety: the wheel's thread.
  *
  * # Safety
- * Each pointer argument must be NULL or valid for its use: an object from
- * its `_new` or `_claim` function and not yet freed, an input readable, an
- * output writable. Callbacks must be valid functions that never unwind,
- * with contexts that stay valid as long as described above.
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_wheel_len(const struct tw_wheel *wheel, size_t *len_out);
 

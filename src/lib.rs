@@ -7,8 +7,9 @@
 //! * [`TimerService`] is the per-core service: shards that each own a wheel,
 //!   with START, STOP and RESTART from any thread decided by one atomic
 //!   transition, without locks. See the [`service`] module for the protocol.
-//! * A C ABI ([`ffi`]): `include/tickwheel.h` and the C++17 wrapper
-//!   `include/tickwheel.hpp`, installed with cargo-c (see the README).
+//! * A C ABI (module `ffi`, compiled only with the `capi` feature):
+//!   `include/tickwheel.h` and the C++17 wrapper `include/tickwheel.hpp`,
+//!   installed with cargo-c (see the README).
 //! * [`schemes`]: the paper's schemes 1-6 and a [`Wheel`] adapter, as
 //!   baselines and test oracles.
 //! * [`sim`]: discrete-event simulation on the wheel: virtual time,
@@ -59,7 +60,7 @@
 //! |---|---|
 //! | [`wheel`] | [`Wheel`]: the hierarchy of levels (11 levels of 64 slots), the slab of entries, keys with generations |
 //! | [`service`] | [`TimerService`], its [`Builder`], shards and drivers, the per-timer state word, the slot arena, the cross-thread intake, [`Timer`] handles, [`Stats`] |
-//! | [`ffi`] | the C ABI only (`tw_*` functions and types); the Rust core does not depend on it |
+//! | `ffi` | the C ABI only (`tw_*` functions and types), with the `capi` feature; the Rust core does not depend on it |
 //! | [`sim`] | [`sim::Simulation`]: a discrete-event scheduler on the wheel |
 //! | [`schemes`] | schemes 1-6 of the paper behind one [`schemes::TimerScheme`] trait |
 //! | `sync` (private) | the switch between std and loom atomics, cells and threads |
@@ -71,6 +72,10 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
 mod error;
+// The C ABI's `#[no_mangle]` functions would otherwise be compiled into every
+// Rust dependent's build; only the C libraries (cargo-c, which turns `capi`
+// on) and the C ABI's own tests need them.
+#[cfg(feature = "capi")]
 pub mod ffi;
 pub mod schemes;
 pub mod service;

@@ -2,8 +2,19 @@
 //!
 //! The generated header is `include/tickwheel.h` (regenerate with
 //! `TICKWHEEL_BLESS=1 cargo test --test header`); `include/tickwheel.hpp` is a
-//! header-only C++17 wrapper over it. The Rust core knows nothing of this
-//! module: it only calls the service's and the wheel's own API.
+//! header-only C++17 wrapper over it. The module is compiled only with the
+//! `capi` feature, so that Rust dependents get no `#[no_mangle]` symbols.
+//!
+//! The Rust core knows nothing of this module. This module uses the public
+//! Rust API, and a few crate-private entry points that exist because C
+//! holds timers by raw id rather than by [`Timer`](crate::Timer) handle:
+//! `TimerService::inner` and, on the service's shared state, a START that
+//! returns a raw id (`start_raw`), `holds_handle` (a stale handle told apart
+//! from an inactive timer), and the STOP, STOP_SYNC, RESTART, `is_armed`,
+//! RELEASE and DETACH that the `Timer` methods call with their own id; on
+//! the wheel, `held` (for `tw_wheel_clear`) and `finish_capped_advance` (for
+//! the capped advance loop). Those only the C ABI calls are compiled only
+//! with `capi`.
 //!
 //! # Conventions (the same for every `tw_` function)
 //!
@@ -11,10 +22,18 @@
 //!   `_new` (or `_claim`) function that writes a pointer to an output
 //!   parameter, and destroyed by the matching `_free` (or `_release`).
 //!   Passing `NULL` to a `_free` function does nothing.
-//! * **Timer handles** are plain `uint64_t` values (`gen << 32 | index`). The
-//!   value 0 is never a valid handle. A handle that outlived its timer is
-//!   *stale*: using it returns `TW_STALE_HANDLE` (or the outcome "inactive")
-//!   and never touches another timer or freed memory.
+//! * **Timer handles** are plain `uint64_t` values: a service's
+//!   [`TimerId`](crate::TimerId) as is (`gen << 36 | service tag << 28 |
+//!   slot index`). The tag names the service that made the handle (each live
+//!   service holds its own, up to 255 at once), so a handle used on another
+//!   service is stale there; the generation makes it stale once its slot is
+//!   reused. The value 0 is never a valid handle (no service has tag 0). A
+//!   handle that outlived its timer is *stale*: using it returns
+//!   `TW_STALE_HANDLE` (or the outcome "inactive") and never touches another
+//!   timer or freed memory.
+//! * **Wheel keys** are a [`TimerKey`](crate::TimerKey) packed as
+//!   `gen << 32 | slot index`, plus one, so that 0 is never a valid key;
+//!   stale keys behave as stale handles do.
 //! * **Results.** Every function that can fail returns a `tw_result`. Its
 //!   numbers are fixed for ever; `tw_result_str` names each one. When a
 //!   function fails, its output parameters are left untouched and nothing
@@ -34,6 +53,16 @@
 //! * **Thread safety** is stated on each function. In short: service and
 //!   timer functions may be called from any thread at any time; a shard
 //!   belongs to the thread that claimed it; a wheel is single-threaded.
+//! * **Pointer rules: the safety contract of every function.** Every exported
+//!   function that takes a pointer is `unsafe` under these rules, stated once
+//!   here and at the top of `tickwheel.h`; its own `# Safety` section adds
+//!   only what is particular to it. Each pointer argument is `NULL` or valid
+//!   for its use: an object from its `_new` or `_claim` function, not yet
+//!   freed or released; an input readable; an output writable. Each callback
+//!   is a valid function that never unwinds (above), and each context stays
+//!   valid, and usable from the threads stated, as long as the function's
+//!   documentation says. Each object is used only from the threads its
+//!   functions' documentation allows (a `tw_wheel` by one thread at a time).
 
 mod result;
 mod service;

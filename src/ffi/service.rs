@@ -88,10 +88,8 @@ pub struct tw_service {
 /// Thread safety: may be called from any thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `config->wake_ctx` stays valid as `tw_service_config` says.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_new(
@@ -171,10 +169,8 @@ pub unsafe extern "C" fn tw_service_new(
 /// the service's own callbacks.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `service` is not used after this returns.
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_free(service: *mut tw_service) {
     boundary_void(|| {
@@ -200,10 +196,7 @@ pub unsafe extern "C" fn tw_service_free(service: *mut tw_service) {
 /// callback; then that callback's own shard is swept once it returns).
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_shutdown(service: *const tw_service) -> tw_result {
@@ -219,10 +212,7 @@ pub unsafe extern "C" fn tw_service_shutdown(service: *const tw_service) -> tw_r
 /// Thread safety: may be called from any thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_shard_count(
@@ -244,10 +234,7 @@ pub unsafe extern "C" fn tw_service_shard_count(
 /// Thread safety: may be called from any thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_tick_ns(
@@ -274,10 +261,7 @@ pub unsafe extern "C" fn tw_service_tick_ns(
 /// Thread safety: may be called from any thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_service_advance_clock(

@@ -70,10 +70,7 @@ impl tw_shard {
 /// naming a shard go to the last one it claimed.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_claim(
@@ -109,10 +106,8 @@ pub unsafe extern "C" fn tw_shard_claim(
 /// Thread safety: only the claiming thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `shard` is not used after this returns `TW_OK`.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_release(shard: *mut tw_shard) -> tw_result {
@@ -143,10 +138,7 @@ pub unsafe extern "C" fn tw_shard_release(shard: *mut tw_shard) -> tw_result {
 /// Thread safety: only the claiming thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_poll(shard: *const tw_shard, fired_out: *mut usize) -> tw_result {
@@ -173,10 +165,7 @@ pub unsafe extern "C" fn tw_shard_poll(shard: *const tw_shard, fired_out: *mut u
 /// Thread safety: only the claiming thread; not from the shard's callbacks.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_next_deadline_ns(
@@ -204,10 +193,7 @@ pub unsafe extern "C" fn tw_shard_next_deadline_ns(
 /// Thread safety: only the claiming thread; not from the shard's callbacks.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_next_timeout_ms(
@@ -237,10 +223,7 @@ pub unsafe extern "C" fn tw_shard_next_timeout_ms(
 /// Thread safety: only the claiming thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_shard_index(

@@ -248,10 +248,8 @@ fn callback(call: tw_callback, ctx: *mut c_void, free: tw_ctx_free_fn) -> CCallb
 /// a shard fixed per calling thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `ctx` stays valid as long as the callback may run.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_start(
@@ -278,10 +276,8 @@ pub unsafe extern "C" fn tw_timer_start(
 /// Thread safety: as `tw_timer_start`.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `ctx` stays valid as long as the callback may run.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_start_periodic(
@@ -309,10 +305,8 @@ pub unsafe extern "C" fn tw_timer_start_periodic(
 /// Thread safety: as `tw_timer_start`.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `ctx` stays valid as long as the callback may run.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_start_within(
@@ -376,10 +370,9 @@ fn spec_from(spec: &tw_timer_spec) -> Result<TimerSpec, tw_result> {
 /// Thread safety: as `tw_timer_start`.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// With a `ctx_free`, `ctx` belongs to it from this call on, also when the
+/// call fails.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_schedule(
@@ -421,10 +414,7 @@ fn live(service: &tw_service, timer: u64) -> Result<TimerId, tw_result> {
 /// stops never both report `TW_STOP_CANCELLED`.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_stop(
@@ -467,10 +457,7 @@ pub unsafe extern "C" fn tw_timer_stop(
 /// caller's timer (two callbacks waiting on each other deadlock).
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_stop_sync(
@@ -511,10 +498,7 @@ pub unsafe extern "C" fn tw_timer_stop_sync(
 /// own included), without locks.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_restart(
@@ -552,10 +536,7 @@ pub unsafe extern "C" fn tw_timer_restart(
 /// date by the time it is read).
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_is_armed(
@@ -588,10 +569,7 @@ pub unsafe extern "C" fn tw_timer_is_armed(
 /// returns).
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_free(service: *const tw_service, timer: u64) -> tw_result {
@@ -611,10 +589,7 @@ pub unsafe extern "C" fn tw_timer_free(service: *const tw_service, timer: u64) -
 /// Thread safety: as `tw_timer_free`.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_timer_forget(service: *const tw_service, timer: u64) -> tw_result {

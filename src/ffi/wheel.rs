@@ -125,10 +125,7 @@ pub type tw_wheel_expired_fn = Option<
 /// Thread safety: may be called from any thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_new(start_tick: u64, wheel_out: *mut *mut tw_wheel) -> tw_result {
@@ -151,10 +148,9 @@ pub unsafe extern "C" fn tw_wheel_new(start_tick: u64, wheel_out: *mut *mut tw_w
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `wheel` is not used after this returns (unless it was called from the
+/// wheel's own callback: then it did nothing).
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_free(wheel: *mut tw_wheel) {
     boundary_void(|| {
@@ -177,10 +173,7 @@ pub unsafe extern "C" fn tw_wheel_free(wheel: *mut tw_wheel) {
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_schedule(
@@ -206,10 +199,7 @@ pub unsafe extern "C" fn tw_wheel_schedule(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_schedule_in_range(
@@ -235,10 +225,7 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_schedule_after(
@@ -261,10 +248,7 @@ pub unsafe extern "C" fn tw_wheel_schedule_after(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_schedule_in_range_at(
@@ -291,10 +275,7 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range_at(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_schedule_in_range_after(
@@ -320,10 +301,7 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range_after(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_reschedule_after(
@@ -350,10 +328,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule_after(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_reschedule_in_range(
@@ -381,10 +356,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule_in_range(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_reschedule_in_range_after(
@@ -413,10 +385,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule_in_range_after(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn tw_wheel_deadline(
@@ -443,10 +412,7 @@ pub unsafe extern "C" fn tw_wheel_deadline(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_reschedule(
@@ -469,10 +435,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule(
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_cancel(
@@ -507,10 +470,8 @@ pub unsafe extern "C" fn tw_wheel_cancel(
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `callback` and `ctx` are used only during this call.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_advance(
@@ -549,10 +510,8 @@ pub unsafe extern "C" fn tw_wheel_advance(
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `callback` and `ctx` are used only during this call.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_advance_keep(
@@ -594,10 +553,8 @@ pub unsafe extern "C" fn tw_wheel_advance_keep(
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `callback` and `ctx` are used only during this call.
 #[must_use]
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -757,10 +714,8 @@ unsafe fn advance_loop<const KEEP: bool>(
 /// Thread safety: the wheel's thread; `TW_REENTRANT` from its callbacks.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `callback` and `ctx` are used only during this call.
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_clear(
@@ -798,10 +753,7 @@ pub unsafe extern "C" fn tw_wheel_clear(
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_ticks_to_next_event(
@@ -826,10 +778,7 @@ pub unsafe extern "C" fn tw_wheel_ticks_to_next_event(
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_now(wheel: *const tw_wheel, tick_out: *mut u64) -> tw_result {
@@ -849,10 +798,7 @@ pub unsafe extern "C" fn tw_wheel_now(wheel: *const tw_wheel, tick_out: *mut u64
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
-/// Each pointer argument must be NULL or valid for its use: an object from
-/// its `_new` or `_claim` function and not yet freed, an input readable, an
-/// output writable. Callbacks must be valid functions that never unwind,
-/// with contexts that stay valid as long as described above.
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
 #[must_use]
 #[no_mangle]
 pub unsafe extern "C" fn tw_wheel_len(wheel: *const tw_wheel, len_out: *mut usize) -> tw_result {

@@ -331,6 +331,7 @@ impl TimerService {
     }
 
     /// The shared state, for the C ABI, which works on raw timer ids.
+    #[cfg(any(feature = "capi", test))]
     pub(crate) fn inner(&self) -> &Arc<Inner> {
         &self.inner
     }
@@ -439,6 +440,7 @@ impl Inner {
 
     /// START: check the spec, make the callback (with the period, if any;
     /// boxed only if too large to keep in the slot) and arm it.
+    #[cfg(feature = "capi")]
     pub(crate) fn start_raw<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
@@ -774,6 +776,7 @@ impl Inner {
 
     /// `true` while `id` names a live handle (for the C ABI, which tells a
     /// stale handle apart from an inactive timer).
+    #[cfg(feature = "capi")]
     pub(crate) fn holds_handle(&self, id: TimerId) -> bool {
         self.live(id).is_some()
     }

@@ -423,6 +423,7 @@ impl<T> Wheel<T> {
     /// The held timers as `(key, deadline it fired at)`, in no particular
     /// order (for `tw_wheel_clear`). O(1) when none is held, else
     /// O(capacity).
+    #[cfg(any(feature = "capi", test))]
     pub(crate) fn held(&self) -> Vec<(TimerKey, u64)> {
         if self.held == 0 {
             return Vec::new();

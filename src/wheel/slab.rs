@@ -261,6 +261,7 @@ impl<T> Slab<T> {
 
     /// Keys and deadlines of the occupied entries in no bucket (held
     /// timers; see the `Wheel`'s "Keeping a fired timer").
+    #[cfg(any(feature = "capi", test))]
     pub(crate) fn unlinked(&self) -> Vec<(TimerKey, u64)> {
         self.entries
             .iter()
