@@ -8,7 +8,7 @@
 //! before the knob existed; wider levels (fewer of them, so fewer cascades)
 //! scan `SLOTS / 64` words.
 
-use super::slab::NIL;
+use super::node::NIL;
 
 /// log2 of the number of buckets per level (6 or more).
 ///

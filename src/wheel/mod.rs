@@ -74,16 +74,17 @@
 
 mod hierarchy;
 mod level;
+mod node;
 mod slab;
 
 use std::fmt;
 use std::ops::RangeInclusive;
 
+pub(crate) use hierarchy::Hierarchy;
 pub use hierarchy::LEVELS;
-pub(crate) use hierarchy::{prefetch, Hierarchy, Node, Nodes, UNLINKED};
+pub(crate) use node::{prefetch, Node, Nodes, NIL, UNLINKED};
 use slab::Slab;
 pub use slab::TimerKey;
-pub(crate) use slab::NIL;
 
 use crate::error::TimerError;
 
