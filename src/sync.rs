@@ -45,7 +45,7 @@ mod imp {
 
         /// loom has no time: the timeout never elapses, and only an
         /// `unpark` ends the wait (loom reports a deadlock if none comes).
-        /// (Driver threads are refused under loom today; see `Builder::build`.)
+        /// (Driver threads are refused under loom; see `Builder::build`.)
         pub(crate) fn park_timeout(_timeout: std::time::Duration) {
             loom::thread::park();
         }

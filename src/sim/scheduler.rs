@@ -37,9 +37,9 @@ pub(super) struct Core<E> {
 
 impl<E> Core<E> {
     /// A hint, not a force: forcing it (and `schedule`) into the handler's
-    /// closure made the hold model's events cost more (380 against 374
-    /// instructions in the standalone program of `Queue::pop`'s note), from
-    /// the register pressure of the inlined wheel insert.
+    /// closure makes the hold model's events cost more instructions
+    /// (`benches/sim.rs` under callgrind with `SIM_HOLD_COUNT`), from the
+    /// register pressure of the inlined wheel insert.
     #[inline]
     fn push(&mut self, time: u64, priority: i32, event: E) -> EventId {
         let seq = self.next_seq;

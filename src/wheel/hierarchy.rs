@@ -72,10 +72,11 @@
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
 //!   allocation). A higher-level bucket cascades as it is.
-//!   Sorting it there instead put the whole bucket's sort into one
+//!   Sorting it there instead would put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
-//!   (200k of them, 20 restarts per tick: one `advance` took 380 ms), where
-//!   per tick the sort is proportional to what fires.
+//!   (`examples/wheel_restart_latency.rs` builds that case and prints the
+//!   longest advance), where per tick the sort is proportional to what
+//!   fires.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -583,7 +584,8 @@ impl Hierarchy {
     /// [`pop_due`](Self::pop_due) when level 0 has nothing at or after
     /// `now`: the walk over the levels and the cascades. Left to the
     /// compiler to inline: out of line, an idle advance (nothing due for an
-    /// hour) cost a second call frame and got 1.5x slower.
+    /// hour) pays a second call frame, a large share of its small cost
+    /// (`benches/wheel.rs`, `advance_idle`).
     #[inline]
     fn pop_due_slow<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // Level 0 holds nothing at or after `now` here (checked by
@@ -730,8 +732,9 @@ impl Hierarchy {
     /// memory, and each is a cache miss whose address the entry before it
     /// holds: one walk waits for one miss at a time, two walks (forward by
     /// `next`, backward by `prev`) give the processor two independent misses
-    /// to wait for. (Hold model at 1M pending: the one-way cascade was 90 %
-    /// of the wheel's time; see BENCHMARKS.md, "Issue 13: session 13".) The
+    /// to wait for. (At a million pending timers a one-way cascade, waiting
+    /// for its misses one at a time, takes most of the wheel's time:
+    /// `benches/sim.rs`, the hold model at 1M.) The
     /// front half is placed as the walk goes; the back half's indices are
     /// kept in `back_half` and placed after it, first to last, with their
     /// loads started ahead: so every target bucket receives the entries in
@@ -741,9 +744,10 @@ impl Hierarchy {
         // No sort here, even of an unsorted bucket: `place` marks each
         // target bucket unsorted when an entry lands behind a newer one, and
         // only a level-0 bucket is sorted, right before it fires. Sorting
-        // here put O(b log b) work over scattered entries into one advance:
-        // 200k idle timeouts restarted later pile up in a few level-2
-        // buckets, and cascading one took 380 ms in a single `advance`.
+        // here puts O(b log b) work over scattered entries into one advance:
+        // idle timeouts restarted later pile up in a few level-2 buckets,
+        // and a single `advance` would sort a whole one
+        // (`examples/wheel_restart_latency.rs` prints the longest advance).
         let mut front = self.levels[level].head[slot];
         let back = self.levels[level].tail[slot];
         self.levels[level].head[slot] = NIL;
@@ -751,9 +755,9 @@ impl Hierarchy {
         self.levels[level].occupied.clear(slot);
         // The first entries one way: most buckets are short, and a short
         // one is over before a second walk would pay for its bookkeeping
-        // (hold model at 1k pending, where a cascade moves a few entries:
-        // 440 instructions per event with it from the first entry, against
-        // 412 for the one-way walk).
+        // (`benches/sim.rs`, the hold model at 1k pending, where a cascade
+        // moves a few entries: a two-way walk from the first entry costs
+        // more per event than the one-way walk).
         for _ in 0..ONE_WAY_FIRST {
             if front == NIL {
                 return;
