@@ -1,6 +1,6 @@
-//! Issue 11's table: the timer service beside tokio's timer (multi-thread
-//! runtime), a `Mutex<Wheel>` per worker or per shard, and a bare `Wheel`, on
-//! the multi-threaded workloads a thread-pool user runs. Written against the
+//! The timer service beside tokio's timer (multi-thread runtime), a
+//! `Mutex<Wheel>` per worker or per shard, and a bare `Wheel`, on the
+//! multi-threaded workloads a thread-pool user runs. Written against the
 //! public API only, so the same file measures the service before and after a
 //! redesign of its internals.
 //!
@@ -13,16 +13,15 @@
 //! operations; the elapsed time is scaled to the iterations criterion asked
 //! for.
 //!
-//! Groups (`issue11/...`), one per row of the issue's table:
+//! Groups (`issue11/...`), one per workload:
 //!
 //! * `owner_start_cancel/{impl}/{workers}`: START of a one- to two-hour timer
 //!   and its immediate STOP (`Timer::cancel`), from the thread that owns the
 //!   shard (`Driver::Embedded`; worker `t` claims shard `t` and polls it after
 //!   every round). `+1alive`: each worker also keeps one other timer armed
-//!   the whole time (the issue's "150-238 if each worker keeps one other
-//!   timer alive": without it, per-shard handle bookkeeping may go 0 -> 1 ->
-//!   0 on every timer). `-capture16`: each closure captures 16 bytes (two
-//!   `u64`) instead of nothing.
+//!   the whole time, as a real worker does: without it, per-shard handle
+//!   bookkeeping may go 0 -> 1 -> 0 on every timer. `-capture16`: each
+//!   closure captures 16 bytes (two `u64`) instead of nothing.
 //! * `nonowner_start_cancel/{impl}/{workers}`: the same pair from bench
 //!   threads that own no shard; the service has `Driver::Threads` with one
 //!   shard per worker, its driver threads sharing the cores. `-cpu`: the
