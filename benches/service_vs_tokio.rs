@@ -13,7 +13,7 @@
 //! operations; the elapsed time is scaled to the iterations criterion asked
 //! for.
 //!
-//! Groups (`issue11/...`), one per workload:
+//! Groups (`service_vs_tokio/...`), one per workload:
 //!
 //! * `owner_start_cancel/{impl}/{workers}`: START of a one- to two-hour timer
 //!   and its immediate STOP (`Timer::cancel`), from the thread that owns the
@@ -1121,7 +1121,7 @@ fn report_latency(name: &str, threads: usize, rounds: u64, all: Samples) {
 }
 
 fn latency(rounds: u64) {
-    println!("\nissue11/latency: per-operation time in the cross_stop workload, µs");
+    println!("\nservice_vs_tokio/latency: per-operation time in the cross_stop workload, µs");
     println!(
         "({rounds} rounds of {BATCH} starts and {BATCH} stops per thread; every operation timed)\n"
     );
@@ -1140,7 +1140,7 @@ fn latency(rounds: u64) {
 // ---------------------------------------------------------------------------
 
 fn criterion_groups(c: &mut Criterion) {
-    let mut group = c.benchmark_group("issue11/owner_start_cancel");
+    let mut group = c.benchmark_group("service_vs_tokio/owner_start_cancel");
     for workers in WORKERS {
         bench_threads::<OwnerStartCancel<false>>(
             &mut group,
@@ -1183,7 +1183,7 @@ fn criterion_groups(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/nonowner_start_cancel");
+    let mut group = c.benchmark_group("service_vs_tokio/nonowner_start_cancel");
     for workers in WORKERS {
         bench_threads::<NonOwnerStartCancel>(
             &mut group,
@@ -1213,7 +1213,7 @@ fn criterion_groups(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/restart_owner");
+    let mut group = c.benchmark_group("service_vs_tokio/restart_owner");
     for workers in WORKERS {
         bench_threads::<Restarts<true>>(&mut group, "tickwheel-embedded", workers, Measure::Wall);
         bench_tasks::<TokioReset>(&mut group, "tokio-sleep-reset", workers, Measure::Wall);
@@ -1232,14 +1232,14 @@ fn criterion_groups(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/restart_nonowner");
+    let mut group = c.benchmark_group("service_vs_tokio/restart_nonowner");
     for workers in WORKERS {
         bench_threads::<Restarts<false>>(&mut group, "tickwheel-threads", workers, Measure::Wall);
         bench_tasks::<TokioReset>(&mut group, "tokio-sleep-reset", workers, Measure::Wall);
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/cross_stop");
+    let mut group = c.benchmark_group("service_vs_tokio/cross_stop");
     for threads in CROSS_THREADS {
         bench_cross_threads::<CrossEmbedded>(&mut group, "tickwheel-embedded", threads);
         bench_cross_threads::<CrossThreads>(&mut group, "tickwheel-threads", threads);
