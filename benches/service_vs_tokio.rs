@@ -1,6 +1,6 @@
-//! Issue 11's table: the timer service beside tokio's timer (multi-thread
-//! runtime), a `Mutex<Wheel>` per worker or per shard, and a bare `Wheel`, on
-//! the multi-threaded workloads a thread-pool user runs. Written against the
+//! The timer service beside tokio's timer (multi-thread runtime), a
+//! `Mutex<Wheel>` per worker or per shard, and a bare `Wheel`, on the
+//! multi-threaded workloads a thread-pool user runs. Written against the
 //! public API only, so the same file measures the service before and after a
 //! redesign of its internals.
 //!
@@ -13,16 +13,15 @@
 //! operations; the elapsed time is scaled to the iterations criterion asked
 //! for.
 //!
-//! Groups (`issue11/...`), one per row of the issue's table:
+//! Groups (`service_vs_tokio/...`), one per workload:
 //!
 //! * `owner_start_cancel/{impl}/{workers}`: START of a one- to two-hour timer
 //!   and its immediate STOP (`Timer::cancel`), from the thread that owns the
 //!   shard (`Driver::Embedded`; worker `t` claims shard `t` and polls it after
 //!   every round). `+1alive`: each worker also keeps one other timer armed
-//!   the whole time (the issue's "150-238 if each worker keeps one other
-//!   timer alive": without it, per-shard handle bookkeeping may go 0 -> 1 ->
-//!   0 on every timer). `-capture16`: each closure captures 16 bytes (two
-//!   `u64`) instead of nothing.
+//!   the whole time, as a real worker does: without it, per-shard handle
+//!   bookkeeping may go 0 -> 1 -> 0 on every timer. `-capture16`: each
+//!   closure captures 16 bytes (two `u64`) instead of nothing.
 //! * `nonowner_start_cancel/{impl}/{workers}`: the same pair from bench
 //!   threads that own no shard; the service has `Driver::Threads` with one
 //!   shard per worker, its driver threads sharing the cores. `-cpu`: the
@@ -1122,7 +1121,7 @@ fn report_latency(name: &str, threads: usize, rounds: u64, all: Samples) {
 }
 
 fn latency(rounds: u64) {
-    println!("\nissue11/latency: per-operation time in the cross_stop workload, µs");
+    println!("\nservice_vs_tokio/latency: per-operation time in the cross_stop workload, µs");
     println!(
         "({rounds} rounds of {BATCH} starts and {BATCH} stops per thread; every operation timed)\n"
     );
@@ -1141,7 +1140,7 @@ fn latency(rounds: u64) {
 // ---------------------------------------------------------------------------
 
 fn criterion_groups(c: &mut Criterion) {
-    let mut group = c.benchmark_group("issue11/owner_start_cancel");
+    let mut group = c.benchmark_group("service_vs_tokio/owner_start_cancel");
     for workers in WORKERS {
         bench_threads::<OwnerStartCancel<false>>(
             &mut group,
@@ -1184,7 +1183,7 @@ fn criterion_groups(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/nonowner_start_cancel");
+    let mut group = c.benchmark_group("service_vs_tokio/nonowner_start_cancel");
     for workers in WORKERS {
         bench_threads::<NonOwnerStartCancel>(
             &mut group,
@@ -1214,7 +1213,7 @@ fn criterion_groups(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/restart_owner");
+    let mut group = c.benchmark_group("service_vs_tokio/restart_owner");
     for workers in WORKERS {
         bench_threads::<Restarts<true>>(&mut group, "tickwheel-embedded", workers, Measure::Wall);
         bench_tasks::<TokioReset>(&mut group, "tokio-sleep-reset", workers, Measure::Wall);
@@ -1233,14 +1232,14 @@ fn criterion_groups(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/restart_nonowner");
+    let mut group = c.benchmark_group("service_vs_tokio/restart_nonowner");
     for workers in WORKERS {
         bench_threads::<Restarts<false>>(&mut group, "tickwheel-threads", workers, Measure::Wall);
         bench_tasks::<TokioReset>(&mut group, "tokio-sleep-reset", workers, Measure::Wall);
     }
     group.finish();
 
-    let mut group = c.benchmark_group("issue11/cross_stop");
+    let mut group = c.benchmark_group("service_vs_tokio/cross_stop");
     for threads in CROSS_THREADS {
         bench_cross_threads::<CrossEmbedded>(&mut group, "tickwheel-embedded", threads);
         bench_cross_threads::<CrossThreads>(&mut group, "tickwheel-threads", threads);

@@ -1,4 +1,4 @@
-//! Lateness under churn (issue 11): do timers fire on time while other threads
+//! Lateness under churn: do timers fire on time while other threads
 //! start and stop timers as fast as they can?
 //!
 //! ```sh
@@ -31,9 +31,9 @@
 //! own no shard, so every operation goes through a shard's intake.
 //! Measured timers use `TimerSpec::at(deadline)` and `Timer::forget`; churn
 //! is `start` + `Timer::cancel`. Also printed (both tickwheel variants):
-//! `stats()` lateness beside the external figures (the issue wants them
-//! within 10 %), and the arena (`stats().slots`) against the peak of live
-//! timers.
+//! `stats()` lateness beside the external figures (they should agree
+//! within 10 %, or `stats()` misreports lateness), and the arena
+//! (`stats().slots`) against the peak of live timers.
 //!
 //! tickwheel in a pool (`--impl tickwheel-pool`, and `all`): the thread-pool
 //! shape of tokio's side below. `--tokio-workers` workers each own a shard

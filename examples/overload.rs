@@ -1,6 +1,6 @@
-//! Lateness under overload (issue 12, Build 7): arming threads start one-shot
-//! timers as fast as they can, more threads than cores, and each timer's
-//! callback records how late it ran on the real clock.
+//! Lateness under overload: arming threads start one-shot timers as fast as
+//! they can, more threads than cores, and each timer's callback records how
+//! late it ran on the real clock.
 //!
 //! ```sh
 //! cargo run --release --example overload -- [--impl tickwheel|tokio|tokio-task|all] \

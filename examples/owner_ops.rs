@@ -4,16 +4,18 @@
 //! `start-cancel-capture16` is START + cancel with a closure that captures
 //! 16 bytes (two `u64`) instead of nothing.
 //!
-//! The criterion rows `issue11/owner_start_cancel` and `issue11/restart_owner`
-//! (`benches/service_vs_tokio.rs`) measure the same work beside tokio and a
-//! mutex; this program exists because on a shared, noisy machine a long
-//! single-threaded loop, run several times alternately against another
-//! build, separates a 10 % change from the noise better than they do.
+//! The criterion rows `service_vs_tokio/owner_start_cancel` and
+//! `service_vs_tokio/restart_owner` (`benches/service_vs_tokio.rs`) measure
+//! the same work beside tokio and a mutex; this program exists because on a
+//! shared, noisy machine a long single-threaded loop, run several times
+//! alternately against another build, separates a 10 % change from the
+//! noise better than they do.
 //!
 //! `remote-start-cancel` is the same START + cancel from threads that own no
 //! shard (`Driver::Threads`, one shard per thread; each thread's timers go
 //! to a shard of its own, whose driver sleeps and lends it): the row
-//! `issue11/nonowner_start_cancel`. The last argument is the thread count.
+//! `service_vs_tokio/nonowner_start_cancel`. The last argument is the thread
+//! count.
 //!
 //! ```sh
 //! cargo run --release --example owner_ops -- start-cancel 1000000

@@ -1,13 +1,16 @@
-//! The longest single `Wheel::advance` while idle timeouts are pushed later
-//! (issue 13): 200,000 timers 30 s ahead at 1 ms ticks, 20 of them restarted
-//! to 30 s again every tick, the wheel advanced one tick at a time for two
-//! minutes (a restart that finds its timer fired arms a new one). Prints the worst advance, the tick it happened at, and the total.
+//! The longest single `Wheel::advance` while idle timeouts are pushed later:
+//! 200,000 timers 30 s ahead at 1 ms ticks, 20 of them restarted to 30 s
+//! again every tick, the wheel advanced one tick at a time for two minutes
+//! (a restart that finds its timer fired arms a new one). Prints the worst
+//! advance, the tick it happened at, and the total.
 //!
 //! A restart that moves a timer later on a high level leaves it in its old
-//! bucket (a lazy move), so these timers crowd a few level-2 buckets. When
-//! the wheel sorted such a bucket by arming number as it cascaded, the sort
-//! of one bucket (O(b log b) over entries scattered in memory) landed in a
-//! single `advance`: 380 ms here. Only level-0 buckets are sorted now.
+//! bucket (a lazy move), so these timers crowd a few level-2 buckets. A
+//! wheel that sorted such a bucket by arming number as it cascaded would
+//! put the sort of one bucket (O(b log b) over entries scattered in memory)
+//! into a single `advance`, which this program shows as a worst advance far
+//! above the rest. The wheel sorts only level-0 buckets, where the sort is
+//! proportional to what fires on that tick.
 //!
 //! ```sh
 //! cargo run --release --example wheel_restart_latency

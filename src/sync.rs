@@ -21,27 +21,6 @@ mod imp {
     // `service/mod.rs` declares its thread-locals with std's macro directly here.
     pub(crate) use std::thread_local;
 
-    /// `std::cell::UnsafeCell` with loom's closure-based accessors.
-    #[derive(Debug, Default)]
-    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-    impl<T> UnsafeCell<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            UnsafeCell(std::cell::UnsafeCell::new(value))
-        }
-
-        /// Runs `f` with a shared raw pointer to the contents.
-        #[allow(dead_code)]
-        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-            f(self.0.get())
-        }
-
-        /// Runs `f` with a mutable raw pointer to the contents.
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
-
     /// Spin-loop hint (a real pause instruction outside loom).
     pub(crate) fn spin_hint() {
         std::hint::spin_loop();
@@ -66,7 +45,7 @@ mod imp {
 
         /// loom has no time: the timeout never elapses, and only an
         /// `unpark` ends the wait (loom reports a deadlock if none comes).
-        /// (Driver threads are refused under loom today; see `Builder::build`.)
+        /// (Driver threads are refused under loom; see `Builder::build`.)
         pub(crate) fn park_timeout(_timeout: std::time::Duration) {
             loom::thread::park();
         }
@@ -190,29 +169,6 @@ mod imp {
         }
     }
 
-    /// `std::cell::UnsafeCell` with loom's closure-based accessors. shuttle
-    /// does not track cell accesses (it checks interleavings through its
-    /// synchronisation points, not data races), so a plain cell will do.
-    #[derive(Debug, Default)]
-    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-    impl<T> UnsafeCell<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            UnsafeCell(std::cell::UnsafeCell::new(value))
-        }
-
-        /// Runs `f` with a shared raw pointer to the contents.
-        #[allow(dead_code)]
-        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-            f(self.0.get())
-        }
-
-        /// Runs `f` with a mutable raw pointer to the contents.
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
-
     /// Under shuttle, as under loom, a spin must yield: the thread it waits
     /// for runs on the same OS thread and only when this one gives way.
     pub(crate) fn spin_hint() {
@@ -221,6 +177,33 @@ mod imp {
 
     /// As under loom: every step of a backoff yields to the scheduler.
     pub(crate) type Backoff = super::ModelBackoff;
+}
+
+/// `std::cell::UnsafeCell` with loom's closure-based accessors, for every
+/// build but loom's (which uses loom's own cell, the one that tracks
+/// accesses). shuttle does not track cell accesses either (it checks
+/// interleavings through its synchronisation points, not data races), so the
+/// plain cell serves std and shuttle alike.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a shared raw pointer to the contents.
+    #[allow(dead_code)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a mutable raw pointer to the contents.
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
 }
 
 /// `crossbeam_utils::Backoff`'s shape for the loom and shuttle builds: each

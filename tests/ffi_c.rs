@@ -246,9 +246,10 @@ fn c_threads_on_each_others_shards() {
 }
 
 /// `ffi-tests/overload.c` is a measurement (`bash ffi-tests/run.sh overload`;
-/// BENCHMARKS.md, issue 12 Build 7). Here it only runs a small load, so that
-/// it keeps building and working: it exits non-zero if a timer fired early
-/// or not at all (within its 30 s limit). No timing is checked.
+/// `examples/overload.rs` runs the same load from Rust). Here it only runs a
+/// small load, so that it keeps building and working: it exits non-zero if a
+/// timer fired early or not at all (within its 30 s limit). No timing is
+/// checked.
 #[test]
 fn overload_program_fires_every_timer() {
     let Some(cc) = Compiler::c() else { return };

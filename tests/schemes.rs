@@ -10,23 +10,10 @@ use tickwheel::schemes::{
     SchemeError, TimerHeap, TimerScheme, UnorderedList,
 };
 
-/// SplitMix64: a small seeded generator, so failures replay exactly.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..bound`.
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
+use rng::Rng;
 
 #[derive(Debug, Clone, Copy)]
 enum Op {

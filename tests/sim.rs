@@ -8,23 +8,10 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use tickwheel::sim::{Limits, SimError, Simulation, StopReason, Timeline, TraceRecord};
 
-/// A small deterministic generator for the tests (splitmix64).
-#[derive(Debug, Clone)]
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rng::Rng;
 
 // ---------------------------------------------------------------- time ----
 

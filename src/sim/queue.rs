@@ -90,10 +90,10 @@ impl fmt::Display for EventId {
 
 /// An event waiting in the wheel. Its sequence number is the wheel entry's
 /// own arming number (`Wheel::insert_at_numbered`), which the wheel keeps
-/// for same-tick order anyway: a copy here made every pending event 8 bytes
-/// larger (56 instead of 48 bytes with a `u64` event; at 1M pending events
-/// the hold model took 4.20 D1 misses per event with it and 3.72 without,
-/// BENCHMARKS.md "Issue 13: session 11").
+/// for same-tick order anyway: a copy here would make every pending event 8
+/// bytes larger, and at a million pending events the hold model is bound by
+/// cache misses, which grow with the entry (`benches/sim.rs` at 1M pending,
+/// under cachegrind with `SIM_HOLD_COUNT`).
 #[derive(Clone)]
 struct Pending<E> {
     priority: i32,
@@ -226,10 +226,9 @@ impl<E> Queue<E> {
     ///
     /// Always inlined: its one caller is `run_one`, and left to the compiler
     /// it could stay out of line (the `Wheel::poll` inlined into it makes it
-    /// large), costing a call with its register saves on every event. The
-    /// hold model at 100k pending, callgrind: 405 against 374 instructions
-    /// per event in a standalone program, 398 against 390 in `benches/sim.rs`
-    /// (BENCHMARKS.md, "Issue 13: session 10").
+    /// large), costing a call with its register saves on every event
+    /// (`benches/sim.rs` under callgrind with `SIM_HOLD_COUNT`, 100k
+    /// pending, shows it).
     #[inline(always)]
     pub(super) fn pop(&mut self, limit: u64) -> Option<Popped<E>> {
         if self.now() > limit {

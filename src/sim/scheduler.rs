@@ -37,9 +37,9 @@ pub(super) struct Core<E> {
 
 impl<E> Core<E> {
     /// A hint, not a force: forcing it (and `schedule`) into the handler's
-    /// closure made the hold model's events cost more (380 against 374
-    /// instructions in the standalone program of `Queue::pop`'s note), from
-    /// the register pressure of the inlined wheel insert.
+    /// closure makes the hold model's events cost more instructions
+    /// (`benches/sim.rs` under callgrind with `SIM_HOLD_COUNT`), from the
+    /// register pressure of the inlined wheel insert.
     #[inline]
     fn push(&mut self, time: u64, priority: i32, event: E) -> EventId {
         let seq = self.next_seq;
@@ -85,6 +85,80 @@ impl<E> Tracer<E> {
     pub(super) fn is_active(&self) -> bool {
         self.record || self.hook.is_some()
     }
+}
+
+/// The methods [`Simulation`] and [`Context`] share, written once: both
+/// reach the scheduler state through their field `core` (the simulation owns
+/// it, a context borrows it), so each method's body is the same for both.
+/// `now` and `len` take their doc from the caller, since a handler's view of
+/// them differs (an event is running, and it is not pending).
+macro_rules! shared_methods {
+    (
+        $(#[$now_doc:meta])* now;
+        $(#[$len_doc:meta])* len;
+    ) => {
+        $(#[$now_doc])*
+        pub fn now(&self) -> u64 {
+            self.core.queue.now()
+        }
+
+        $(#[$len_doc])*
+        pub fn len(&self) -> usize {
+            self.core.queue.len()
+        }
+
+        /// `true` when no event is pending.
+        pub fn is_empty(&self) -> bool {
+            self.core.queue.is_empty()
+        }
+
+        /// Schedules `event` `delay` ticks from now with priority 0. A zero
+        /// delay makes it due now; it runs in this run, after the events of
+        /// this time that come before it (see the [module docs](super)).
+        /// `now + delay` saturates at `u64::MAX`.
+        pub fn schedule(&mut self, delay: u64, event: E) -> EventId {
+            self.core.schedule(delay, 0, event)
+        }
+
+        /// Schedules `event` `delay` ticks from now with `priority` (higher runs
+        /// first among events of the same time).
+        pub fn schedule_with_priority(&mut self, delay: u64, priority: i32, event: E) -> EventId {
+            self.core.schedule(delay, priority, event)
+        }
+
+        /// Schedules `event` at time `time` with priority 0.
+        ///
+        /// # Errors
+        /// [`SimError::InThePast`] when `time < now()`; nothing is scheduled.
+        pub fn schedule_at(&mut self, time: u64, event: E) -> Result<EventId, SimError> {
+            self.core.schedule_at(time, 0, event)
+        }
+
+        /// Schedules `event` at time `time` with `priority`.
+        ///
+        /// # Errors
+        /// [`SimError::InThePast`] when `time < now()`; nothing is scheduled.
+        pub fn schedule_at_with_priority(
+            &mut self,
+            time: u64,
+            priority: i32,
+            event: E,
+        ) -> Result<EventId, SimError> {
+            self.core.schedule_at(time, priority, event)
+        }
+
+        /// Cancels a pending event and returns it; `None` when the id is stale
+        /// (the event ran or was cancelled already). A stale id never touches
+        /// another event.
+        pub fn cancel(&mut self, id: EventId) -> Option<E> {
+            self.core.cancel(id)
+        }
+
+        /// `true` while the event is pending.
+        pub fn is_pending(&self, id: EventId) -> bool {
+            self.core.queue.time_of(id).is_some()
+        }
+    };
 }
 
 /// A discrete-event simulation: virtual time in ticks, events of type `E`
@@ -146,20 +220,12 @@ impl<E> Simulation<E> {
         Builder::new()
     }
 
-    /// The current time: the time of the event running or that ran last, or
-    /// the time a bounded run ([`run_until`](Self::run_until)) moved to.
-    pub fn now(&self) -> u64 {
-        self.core.queue.now()
-    }
-
-    /// Number of pending events.
-    pub fn len(&self) -> usize {
-        self.core.queue.len()
-    }
-
-    /// `true` when no event is pending.
-    pub fn is_empty(&self) -> bool {
-        self.core.queue.is_empty()
+    shared_methods! {
+        /// The current time: the time of the event running or that ran last, or
+        /// the time a bounded run ([`run_until`](Self::run_until)) moved to.
+        now;
+        /// Number of pending events.
+        len;
     }
 
     /// The time of the next pending event.
@@ -170,53 +236,6 @@ impl<E> Simulation<E> {
     /// `true` when the simulation checks its invariants as it runs.
     pub fn is_verifying(&self) -> bool {
         self.core.queue.is_verifying()
-    }
-
-    /// Schedules `event` `delay` ticks from now with priority 0. A zero
-    /// delay makes it due now; it runs in this run, after the events of
-    /// this time that come before it (see the [module docs](super)).
-    /// `now + delay` saturates at `u64::MAX`.
-    pub fn schedule(&mut self, delay: u64, event: E) -> EventId {
-        self.core.schedule(delay, 0, event)
-    }
-
-    /// Schedules `event` `delay` ticks from now with `priority` (higher runs
-    /// first among events of the same time).
-    pub fn schedule_with_priority(&mut self, delay: u64, priority: i32, event: E) -> EventId {
-        self.core.schedule(delay, priority, event)
-    }
-
-    /// Schedules `event` at time `time` with priority 0.
-    ///
-    /// # Errors
-    /// [`SimError::InThePast`] when `time < now()`; nothing is scheduled.
-    pub fn schedule_at(&mut self, time: u64, event: E) -> Result<EventId, SimError> {
-        self.core.schedule_at(time, 0, event)
-    }
-
-    /// Schedules `event` at time `time` with `priority`.
-    ///
-    /// # Errors
-    /// [`SimError::InThePast`] when `time < now()`; nothing is scheduled.
-    pub fn schedule_at_with_priority(
-        &mut self,
-        time: u64,
-        priority: i32,
-        event: E,
-    ) -> Result<EventId, SimError> {
-        self.core.schedule_at(time, priority, event)
-    }
-
-    /// Cancels a pending event and returns it; `None` when the id is stale
-    /// (the event ran or was cancelled already). A stale id never touches
-    /// another event.
-    pub fn cancel(&mut self, id: EventId) -> Option<E> {
-        self.core.cancel(id)
-    }
-
-    /// `true` while the event is pending.
-    pub fn is_pending(&self, id: EventId) -> bool {
-        self.core.queue.time_of(id).is_some()
     }
 
     /// The time a pending event is scheduled for; `None` when the id is stale.
@@ -390,9 +409,11 @@ pub struct Context<'a, E> {
 }
 
 impl<E> Context<'_, E> {
-    /// The current time: the running event's time.
-    pub fn now(&self) -> u64 {
-        self.core.queue.now()
+    shared_methods! {
+        /// The current time: the running event's time.
+        now;
+        /// Number of pending events (the running one is not pending).
+        len;
     }
 
     /// The running event's id.
@@ -403,57 +424,6 @@ impl<E> Context<'_, E> {
     /// The running event's priority.
     pub fn priority(&self) -> i32 {
         self.priority
-    }
-
-    /// Number of pending events (the running one is not pending).
-    pub fn len(&self) -> usize {
-        self.core.queue.len()
-    }
-
-    /// `true` when no event is pending.
-    pub fn is_empty(&self) -> bool {
-        self.core.queue.is_empty()
-    }
-
-    /// See [`Simulation::schedule`].
-    pub fn schedule(&mut self, delay: u64, event: E) -> EventId {
-        self.core.schedule(delay, 0, event)
-    }
-
-    /// See [`Simulation::schedule_with_priority`].
-    pub fn schedule_with_priority(&mut self, delay: u64, priority: i32, event: E) -> EventId {
-        self.core.schedule(delay, priority, event)
-    }
-
-    /// See [`Simulation::schedule_at`].
-    ///
-    /// # Errors
-    /// [`SimError::InThePast`] when `time < now()`; nothing is scheduled.
-    pub fn schedule_at(&mut self, time: u64, event: E) -> Result<EventId, SimError> {
-        self.core.schedule_at(time, 0, event)
-    }
-
-    /// See [`Simulation::schedule_at_with_priority`].
-    ///
-    /// # Errors
-    /// [`SimError::InThePast`] when `time < now()`; nothing is scheduled.
-    pub fn schedule_at_with_priority(
-        &mut self,
-        time: u64,
-        priority: i32,
-        event: E,
-    ) -> Result<EventId, SimError> {
-        self.core.schedule_at(time, priority, event)
-    }
-
-    /// See [`Simulation::cancel`].
-    pub fn cancel(&mut self, id: EventId) -> Option<E> {
-        self.core.cancel(id)
-    }
-
-    /// See [`Simulation::is_pending`].
-    pub fn is_pending(&self, id: EventId) -> bool {
-        self.core.queue.time_of(id).is_some()
     }
 
     /// Asks the run to return after this event, with

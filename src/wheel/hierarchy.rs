@@ -72,15 +72,16 @@
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
 //!   allocation). A higher-level bucket cascades as it is.
-//!   Sorting it there instead put the whole bucket's sort into one
+//!   Sorting it there instead would put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
-//!   (200k of them, 20 restarts per tick: one `advance` took 380 ms), where
-//!   per tick the sort is proportional to what fires.
+//!   (`examples/wheel_restart_latency.rs` builds that case and prints the
+//!   longest advance), where per tick the sort is proportional to what
+//!   fires.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::level::{Bitmap, Level, SLOTS, SLOT_BITS};
-use super::slab::NIL;
+use super::node::{Node, Nodes, NIL, UNLINKED};
 
 /// Number of levels: enough digits in base 64 (the buckets per level) to
 /// cover every `u64` deadline.
@@ -96,81 +97,6 @@ const PREFETCH_AHEAD: usize = 8;
 /// How many entries a cascade places one way before it walks the rest of a
 /// long bucket from both ends (see `cascade`).
 const ONE_WAY_FIRST: usize = 16;
-
-/// `bucket` of an entry that is in no bucket.
-pub(crate) const UNLINKED: u16 = u16::MAX;
-
-/// The wheel's view of one timer entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Node {
-    /// The tick the timer is due at (`>= now` while linked).
-    pub(crate) deadline: u64,
-    /// Previous and next entry in the same bucket, or [`NIL`].
-    pub(crate) prev: u32,
-    pub(crate) next: u32,
-    /// Which bucket (`level * SLOTS + slot`) holds the entry, or [`UNLINKED`].
-    pub(crate) bucket: u16,
-}
-
-/// Where the entries live. Indices are the ones given to
-/// [`Hierarchy::link`]; the store never sees an index it did not hold.
-pub(crate) trait Nodes {
-    /// `true` when the store keeps an arming sequence number per entry
-    /// ([`seq`](Self::seq)/[`set_seq`](Self::set_seq)), which allows moves
-    /// within a bucket without relinking (see the module docs).
-    const ORDERED: bool = false;
-
-    fn node(&self, index: u32) -> Node;
-    fn set_node(&mut self, index: u32, node: Node);
-    fn set_prev(&mut self, index: u32, prev: u32);
-    fn set_next(&mut self, index: u32, next: u32);
-
-    /// Rewrites only the entry's deadline and arming number (a move that
-    /// keeps it in place).
-    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
-        let node = self.node(index);
-        self.set_node(index, Node { deadline, ..node });
-        self.set_seq(index, seq);
-    }
-
-    /// [`set_node`](Self::set_node) and [`set_seq`](Self::set_seq) in one
-    /// (one access to the entry for a store that keeps both together).
-    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
-        self.set_node(index, node);
-        self.set_seq(index, seq);
-    }
-
-    /// The entry's arming sequence number (only used when `ORDERED`).
-    fn seq(&self, _index: u32) -> u64 {
-        0
-    }
-
-    /// Sets the entry's arming sequence number (only used when `ORDERED`).
-    fn set_seq(&mut self, _index: u32, _seq: u64) {}
-
-    /// Asks the processor to start loading entry `index` into cache, to be
-    /// read or written soon (a hint: it changes nothing; the default does
-    /// nothing). See [`prefetch`].
-    fn prefetch(&self, _index: u32) {}
-}
-
-/// Starts loading the cache line at `entry` (a hint with no effect on what
-/// the program computes): used where the indices of entries soon needed are
-/// known ahead, so that their cache misses overlap (see
-/// [`Hierarchy::cascade`]). A no-op off x86_64 and under Miri.
-#[inline(always)]
-pub(crate) fn prefetch<T>(entry: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch neither reads nor writes memory as far as the
-    // program can tell and cannot fault, even for a bad address; SSE, which
-    // it needs, is part of every x86_64 target. `_MM_HINT_T0`: into every
-    // cache level.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast())
-    };
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = entry;
-}
 
 /// The levels and the current tick.
 pub(crate) struct Hierarchy {
@@ -658,7 +584,8 @@ impl Hierarchy {
     /// [`pop_due`](Self::pop_due) when level 0 has nothing at or after
     /// `now`: the walk over the levels and the cascades. Left to the
     /// compiler to inline: out of line, an idle advance (nothing due for an
-    /// hour) cost a second call frame and got 1.5x slower.
+    /// hour) pays a second call frame, a large share of its small cost
+    /// (`benches/wheel.rs`, `advance_idle`).
     #[inline]
     fn pop_due_slow<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
         // Level 0 holds nothing at or after `now` here (checked by
@@ -805,8 +732,9 @@ impl Hierarchy {
     /// memory, and each is a cache miss whose address the entry before it
     /// holds: one walk waits for one miss at a time, two walks (forward by
     /// `next`, backward by `prev`) give the processor two independent misses
-    /// to wait for. (Hold model at 1M pending: the one-way cascade was 90 %
-    /// of the wheel's time; see BENCHMARKS.md, "Issue 13: session 13".) The
+    /// to wait for. (At a million pending timers a one-way cascade, waiting
+    /// for its misses one at a time, takes most of the wheel's time:
+    /// `benches/sim.rs`, the hold model at 1M.) The
     /// front half is placed as the walk goes; the back half's indices are
     /// kept in `back_half` and placed after it, first to last, with their
     /// loads started ahead: so every target bucket receives the entries in
@@ -816,9 +744,10 @@ impl Hierarchy {
         // No sort here, even of an unsorted bucket: `place` marks each
         // target bucket unsorted when an entry lands behind a newer one, and
         // only a level-0 bucket is sorted, right before it fires. Sorting
-        // here put O(b log b) work over scattered entries into one advance:
-        // 200k idle timeouts restarted later pile up in a few level-2
-        // buckets, and cascading one took 380 ms in a single `advance`.
+        // here puts O(b log b) work over scattered entries into one advance:
+        // idle timeouts restarted later pile up in a few level-2 buckets,
+        // and a single `advance` would sort a whole one
+        // (`examples/wheel_restart_latency.rs` prints the longest advance).
         let mut front = self.levels[level].head[slot];
         let back = self.levels[level].tail[slot];
         self.levels[level].head[slot] = NIL;
@@ -826,9 +755,9 @@ impl Hierarchy {
         self.levels[level].occupied.clear(slot);
         // The first entries one way: most buckets are short, and a short
         // one is over before a second walk would pay for its bookkeeping
-        // (hold model at 1k pending, where a cascade moves a few entries:
-        // 440 instructions per event with it from the first entry, against
-        // 412 for the one-way walk).
+        // (`benches/sim.rs`, the hold model at 1k pending, where a cascade
+        // moves a few entries: a two-way walk from the first entry costs
+        // more per event than the one-way walk).
         for _ in 0..ONE_WAY_FIRST {
             if front == NIL {
                 return;

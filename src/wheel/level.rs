@@ -4,18 +4,18 @@
 //! The bitmap is what makes idle time free: finding the next non-empty bucket
 //! is a shift and a `trailing_zeros` per 64-bucket word, whatever the number
 //! of empty ticks. The level width is one knob, [`SLOT_BITS`]: with 64
-//! buckets the bitmap is a single word and every search is what it was
-//! before the knob existed; wider levels (fewer of them, so fewer cascades)
+//! buckets the bitmap is a single word and every search is one mask and
+//! one `trailing_zeros`; wider levels (fewer of them, so fewer cascades)
 //! scan `SLOTS / 64` words.
 
-use super::slab::NIL;
+use super::node::NIL;
 
 /// log2 of the number of buckets per level (6 or more).
 ///
 /// 6 in every build users get. `--cfg tickwheel_wide_levels` makes it 8
 /// (256 buckets, multi-word bitmaps): `.ci/run` runs the wheel's tests that
 /// way too, so the code for wider levels stays correct while it is not the
-/// default (BENCHMARKS.md, "Issue 13: session 9", says what 256 measured).
+/// default (why it is not: the module docs of `wheel`, "Shape").
 #[cfg(not(tickwheel_wide_levels))]
 pub(crate) const SLOT_BITS: u32 = 6;
 /// log2 of the number of buckets per level: 8 in this test build.

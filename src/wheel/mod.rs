@@ -4,8 +4,11 @@
 //!
 //! Time is a `u64` count of ticks. The wheel has [`LEVELS`] levels of 64 buckets;
 //! level `L` covers one base-64 digit of the deadline. (The width is one
-//! constant, `SLOT_BITS` in `level.rs`; 256 buckets in 8 levels was measured
-//! in issue 13 and not adopted, see BENCHMARKS.md.) With a 1 ms tick:
+//! constant, `SLOT_BITS` in `level.rs`. 256 buckets in 8 levels, built with
+//! `--cfg tickwheel_wide_levels`, are faster at 100k pending timers and
+//! more (fewer levels to cascade through) but slower at 1k and on Ratas'
+//! workload: compare `benches/sim.rs` and `benches/ratas.rs` built both
+//! ways.) With a 1 ms tick:
 //!
 //! | level | buckets | ticks per bucket | a timer goes here when it is due within | (at 1 ms) |
 //! |------:|--------:|-----------------:|----------------------------------------:|----------:|
@@ -74,16 +77,17 @@
 
 mod hierarchy;
 mod level;
+mod node;
 mod slab;
 
 use std::fmt;
 use std::ops::RangeInclusive;
 
+pub(crate) use hierarchy::Hierarchy;
 pub use hierarchy::LEVELS;
-pub(crate) use hierarchy::{prefetch, Hierarchy, Node, Nodes, UNLINKED};
+pub(crate) use node::{prefetch, Node, Nodes, NIL, UNLINKED};
 use slab::Slab;
 pub use slab::TimerKey;
-pub(crate) use slab::NIL;
 
 use crate::error::TimerError;
 
@@ -436,8 +440,8 @@ impl<T> Wheel<T> {
     /// `true`; else changes nothing. Only a capped advance uses it (see
     /// [`finish_capped_advance`](Self::finish_capped_advance)): between
     /// fired timers the next poll answers "anything else due?" with the
-    /// same one mask, so checking first was pure overhead when more was due
-    /// (Ratas' workload, 1000 pairs: 2 % of all instructions).
+    /// same one mask, so checking first is pure overhead when more is due
+    /// (`benches/ratas.rs`, whose capped advances fire many timers each).
     #[inline]
     fn skip_if_idle_until(&mut self, target: u64) -> bool {
         self.hierarchy.skip_if_idle_until(target)
@@ -514,10 +518,10 @@ impl<T> Wheel<T> {
     ///
     /// A `target` before `now()` is treated as `now()`.
     // Always inlined: the simulation's event list calls it from inside its
-    // run loop, where the compiler stopped inlining it once `pop_due`
-    // changed shape (hold model at 1k: 448 instead of 429 instructions per
-    // event; Ratas' workload, which polls through `advance_keep`, is the
-    // same either way).
+    // run loop, where the compiler may leave it out of line, and the call
+    // then costs every event (`benches/sim.rs`, `SIM_HOLD_COUNT` at 1k
+    // pending). Ratas' workload, which polls through `advance_keep`, does
+    // not depend on it.
     #[inline(always)]
     pub fn poll(&mut self, target: u64) -> Option<Expired<T>> {
         self.poll_numbered(target).map(|(timer, _)| timer)
@@ -567,8 +571,9 @@ impl<T> Wheel<T> {
     /// assert!(wheel.get(pace).is_none());
     /// ```
     // Always inlined, as `poll`: the C ABI's advance loops call it from two
-    // exported functions, and out of line it cost the C port of Ratas'
-    // workload 17 % more instructions.
+    // exported functions, and out of line the call costs every fired timer
+    // of the C port of Ratas' workload (`ffi-tests/ratas_workload.c`, run
+    // by `benches/ratas_compare.sh`).
     #[inline(always)]
     pub fn poll_keep(&mut self, target: u64) -> Option<Expired<T>>
     where

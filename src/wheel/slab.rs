@@ -35,10 +35,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::num::NonZeroU32;
 
-use super::hierarchy::{Node, Nodes, UNLINKED};
-
-/// The "no entry" link value.
-pub(crate) const NIL: u32 = u32::MAX;
+use super::node::{prefetch, Node, Nodes, NIL, UNLINKED};
 
 /// Up to this many entries the slab doubles; beyond, it grows by half.
 const DOUBLING_LIMIT: usize = 4096;
@@ -414,7 +411,7 @@ impl<T> Nodes for Slab<T> {
 
     #[inline]
     fn prefetch(&self, index: u32) {
-        super::hierarchy::prefetch(self.linked(index));
+        prefetch(self.linked(index));
     }
 
     #[inline]

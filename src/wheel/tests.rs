@@ -1,4 +1,4 @@
-//! Unit tests of the wheel, one per behaviour of the module docs and issue 2,
+//! Unit tests of the wheel, one per behaviour the module docs state,
 //! including the cases the Ratas test-suite covers (level boundaries, the
 //! next-event query, range scheduling, capped advance, changes made while
 //! expired timers are handled).

@@ -1,0 +1,88 @@
+//! One timer entry as the levels see it ([`Node`]), the store that holds
+//! the entries ([`Nodes`]), and the link values that name no entry.
+//!
+//! The hierarchy links entries, the wheel's slab and the service's slots
+//! store them, and the levels keep bucket heads and tails: each of them
+//! imports these definitions from here, so none of them imports another for
+//! them.
+
+/// The "no entry" link value.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// `bucket` of an entry that is in no bucket.
+pub(crate) const UNLINKED: u16 = u16::MAX;
+
+/// The wheel's view of one timer entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Node {
+    /// The tick the timer is due at (`>= now` while linked).
+    pub(crate) deadline: u64,
+    /// Previous and next entry in the same bucket, or [`NIL`].
+    pub(crate) prev: u32,
+    pub(crate) next: u32,
+    /// Which bucket (`level * SLOTS + slot`) holds the entry, or [`UNLINKED`].
+    pub(crate) bucket: u16,
+}
+
+/// Where the entries live. Indices are the ones given to
+/// [`Hierarchy::link`](super::Hierarchy::link); the store never sees an
+/// index it did not hold.
+pub(crate) trait Nodes {
+    /// `true` when the store keeps an arming sequence number per entry
+    /// ([`seq`](Self::seq)/[`set_seq`](Self::set_seq)), which allows moves
+    /// within a bucket without relinking (see the `hierarchy` module docs,
+    /// "Same-tick order without relinking").
+    const ORDERED: bool = false;
+
+    fn node(&self, index: u32) -> Node;
+    fn set_node(&mut self, index: u32, node: Node);
+    fn set_prev(&mut self, index: u32, prev: u32);
+    fn set_next(&mut self, index: u32, next: u32);
+
+    /// Rewrites only the entry's deadline and arming number (a move that
+    /// keeps it in place).
+    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
+        let node = self.node(index);
+        self.set_node(index, Node { deadline, ..node });
+        self.set_seq(index, seq);
+    }
+
+    /// [`set_node`](Self::set_node) and [`set_seq`](Self::set_seq) in one
+    /// (one access to the entry for a store that keeps both together).
+    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
+        self.set_node(index, node);
+        self.set_seq(index, seq);
+    }
+
+    /// The entry's arming sequence number (only used when `ORDERED`).
+    fn seq(&self, _index: u32) -> u64 {
+        0
+    }
+
+    /// Sets the entry's arming sequence number (only used when `ORDERED`).
+    fn set_seq(&mut self, _index: u32, _seq: u64) {}
+
+    /// Asks the processor to start loading entry `index` into cache, to be
+    /// read or written soon (a hint: it changes nothing; the default does
+    /// nothing). See [`prefetch`].
+    fn prefetch(&self, _index: u32) {}
+}
+
+/// Starts loading the cache line at `entry` (a hint with no effect on what
+/// the program computes): used where the indices of entries soon needed are
+/// known ahead, so that their cache misses overlap (see
+/// [`Hierarchy::cascade`](super::Hierarchy::cascade)). A no-op off x86_64
+/// and under Miri.
+#[inline(always)]
+pub(crate) fn prefetch<T>(entry: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch neither reads nor writes memory as far as the
+    // program can tell and cannot fault, even for a bad address; SSE, which
+    // it needs, is part of every x86_64 target. `_MM_HINT_T0`: into every
+    // cache level.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast())
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = entry;
+}
