@@ -2,7 +2,7 @@
 # Ratas' benchmark workload, side by side: Ratas' own binary (if given),
 # tickwheel's `Wheel` (benches/ratas.rs) and tickwheel's C ABI
 # (ffi-tests/ratas_workload.c), built with gcc -O3 against the static
-# library and, when a clang is found, with cross-language LTO (README,
+# library and, when a clang is found, with cross-language LTO (docs/C.md,
 # "Linking with cross-language LTO"; `ffi-tests/run.sh lto` builds it).
 # User CPU seconds, paired alternating runs.
 #

@@ -6,7 +6,7 @@
 #   valgrind   valgrind --error-exitcode=1 --leak-check=full
 #   tsan       the C++ tests built with -fsanitize=thread against a
 #              TSan-instrumented build of the library (nightly, -Zbuild-std)
-#   lto        cross-language LTO, as README "Linking with cross-language
+#   lto        cross-language LTO, as docs/C.md "Linking with cross-language
 #              LTO" describes: the library as LLVM bitcode, the C tests and
 #              the Ratas workload port with clang -flto=thin, linked by the
 #              toolchain's rust-lld, so the C callers inline the hot calls;
@@ -32,7 +32,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
 if [ "${modes[0]}" = overload ]; then
-    # Timing needs the optimized library (README, "Using tickwheel from C"),
+    # Timing needs the optimized library (docs/C.md, "Without cargo-c"),
     # built into the same target directory as the tests' debug one.
     CARGO_TARGET_DIR="$target_dir/ffi" cargo rustc --release --lib --features capi --crate-type staticlib,cdylib --quiet
     mkdir -p ffi-tests/build
