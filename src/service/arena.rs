@@ -42,19 +42,20 @@
 //! | 16 | 16 | `owned.callback` buffer | the closure (and a periodic timer's period) when it fits, else the pointer to its box |
 //! | 32 | 8  | `owned.deadline` | the deadline tick of the current arming |
 //! | 40 | 4  | `owned.prev` | the wheel's backward link |
-//! | 44 | 4  | `owned.linked` | the arming the wheel entry stands for, and its rounding |
+//! | 44 | 4  | `owned.linked` | the arming the wheel entry stands for (or, for a START another thread queued, the arming to link), and its rounding |
 //! | 48 | 4  | `next` | the wheel's forward link, or the free-list link |
-//! | 52 | 4  | `queue_next` | the stop queue's link (see `stops.rs`) |
+//! | 52 | 4  | `queue_next` | the remote queue's link (see `remote.rs`) |
 //! | 56 | 2  | `bucket` | the wheel bucket |
 //! | 58 | 2  | `shard` | the slot's shard |
 //! | 60 | 4  | | padding |
 //!
 //! The wheel is intrusive: a timer needs no entry anywhere else. The
 //! `next` link doubles as the free-list link while the slot is free, which
-//! is why it is an atomic. The stop queue is intrusive too: a thread that
-//! stops another shard's timer queues the slot itself, through
+//! is why it is an atomic. The remote queue is intrusive too: a thread that
+//! starts or stops another shard's timer queues the slot itself, through
 //! `queue_next`, which is free for that while the slot is not queued
-//! (`QUEUED` in the state word).
+//! (`QUEUED` in the state word); a restart from another thread travels in
+//! a spare slot (a proxy) whose link fields carry the target.
 //!
 //! The size is a decision. At 40 bytes (the callback one word, always a
 //! pointer to a heap block unless the closure captured nothing) a slot
@@ -62,9 +63,9 @@
 //! and freed that block, and half the slots straddled two cache lines. The 16
 //! bytes of buffer hold the common closure (a pointer or two, an `Arc` and
 //! an index, a C callback's function and context) without an allocation;
-//! larger captures still allocate. The buffer was 24 bytes until the stop
-//! queue needed its link: a remote STOP is then a CAS on the slot and a
-//! push of the slot, with no message node to allocate, fill and read.
+//! larger captures still allocate. The buffer was 24 bytes until the remote
+//! queue needed its link: a remote START or STOP is then a push of the slot,
+//! with no message node to allocate, fill and read.
 //!
 //! # Ownership of a slot's fields
 //!
@@ -118,8 +119,9 @@ pub(crate) struct Owned {
     pub(crate) prev: u32,
     /// The arming the wheel entry stands for: its 24-bit `seq` in the low
     /// bits, and in the top byte its deadline's rounding (see
-    /// [`Arm::rounding`](super::intake::Arm)), which has no room elsewhere
-    /// in the 64 bytes.
+    /// [`Arm::rounding`](super::remote::Arm)), which has no room elsewhere
+    /// in the 64 bytes. While a START from another thread waits on the
+    /// remote queue, the arming the owner is to link.
     linked: u32,
 }
 
@@ -161,7 +163,7 @@ pub(crate) struct Slot {
     pub(crate) owned: UnsafeCell<Owned>,
     /// The wheel's forward link, or the free-list link (see module docs).
     pub(crate) next: std::sync::atomic::AtomicU32,
-    /// The stop queue's link while the slot is `QUEUED` (see `stops.rs`):
+    /// The remote queue's link while the slot is `QUEUED` (see `remote.rs`):
     /// written by the thread that queues the slot before its push, read by
     /// the owner after it takes the queue.
     pub(crate) queue_next: AtomicU32,
@@ -344,8 +346,9 @@ impl Arena {
     /// The slot at `index`, which `alloc` has handed out: [`get`](Self::get)
     /// without its two checks (`index` below `fresh`, segment installed) and
     /// without a bounds check on the segment table. The owner's wheel reaches
-    /// several slots per link, unlink and move (issue 11: the checks were a
-    /// third of a RESTART's instructions).
+    /// several slots per link, unlink and move (with the checks, they were
+    /// a third of a RESTART's instructions: `examples/owner_ops.rs` under
+    /// cachegrind).
     ///
     /// # Safety
     /// `index` was returned by [`alloc`](Self::alloc) of this arena, and the
@@ -453,7 +456,7 @@ impl Arena {
     /// chunk's slots one by one as it starts timers, each link read from a
     /// slot it is about to fill. With owners spilling and refilling one slot
     /// at a time through the free list, eight owners on two cores spent a
-    /// fifth of `issue11/cross_stop/tickwheel-embedded/8`
+    /// fifth of `service_vs_tokio/cross_stop/tickwheel-embedded/8`
     /// (`benches/service_vs_tokio.rs`) in its contended CAS loop.
     pub(crate) fn push_chunk(&self, first: u32) {
         let slot = self.get(first).expect("spilling a slot never allocated");

@@ -15,7 +15,7 @@
 //! over-aligned value is boxed, and the buffer holds the box's pointer. The
 //! slot is sized for this buffer (see the slot layout in `arena.rs`): every
 //! byte of it is paid by every armed timer, and the slot's last 8 bytes
-//! went to the stop queue's link (`stops.rs`) rather than to a larger
+//! went to the remote queue's link (`remote.rs`) rather than to a larger
 //! buffer.
 //!
 //! # Safety argument

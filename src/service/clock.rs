@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 // Plain std atomics even under loom: a clock reading orders nothing in the
 // timer protocol (every cross-thread hand-off goes through the state word or
-// an intake), so loom need not branch on it. A downstream loom model moves a
+// a remote queue), so loom need not branch on it. A downstream loom model moves a
 // `ManualClock` from any thread just the same.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -105,7 +105,7 @@ impl ShardGuard {
     /// (the driver reads it once per loop, for its lending decision too),
     /// sleeping no later than tick `cap` if given. Nothing can have entered
     /// the wheel since: this thread holds the shard, and what others sent
-    /// meanwhile waits in the intake, which `Shard::publish_sleep` checks.
+    /// meanwhile waits in the remote queue, which `Shard::publish_sleep` checks.
     fn publish_sleep(&mut self, next: Option<u64>, cap: Option<u64>) -> Option<Duration> {
         let tick = match cap {
             Some(cap) => Some(next.map_or(cap, |next| next.min(cap))),
@@ -370,7 +370,7 @@ fn drive(mut guard: ShardGuard) {
 /// busy threads than cores that also means nothing slows them down, and a
 /// driver with timers due soon then gets too little of a core to fire them
 /// on time (8 C threads arming 160k timers due in 1-50 ms on 2 cores: p50
-/// lateness 13-24 ms lent against 1.1-1.5 ms not lent, issue 11). A shard
+/// lateness 13-24 ms lent against 1.1-1.5 ms not lent: `ffi-tests/overload.c`). A shard
 /// whose timers are far off (idle timeouts, or nothing armed) is where
 /// lending pays, and where it costs no lateness.
 const LEND_QUIET_NANOS: u64 = 5_000_000;
@@ -379,8 +379,9 @@ const LEND_QUIET_NANOS: u64 = 5_000_000;
 ///
 /// Parking costs the thread itself little, but waking it costs the producer
 /// a system call and the driver a context switch: several microseconds, more
-/// than a START and a STOP together (issue 11: 1.1 µs per start+cancel from
-/// a non-owner, two thirds of it in the scheduler). So after a poll the
+/// than a START and a STOP together (a start+cancel from a non-owner that
+/// woke the driver each time cost about 1.1 µs, two thirds of it in the
+/// scheduler: `service_vs_tokio/nonowner_start_cancel`). So after a poll the
 /// driver, its shard already lent and its sleep published, keeps watching
 /// for a moment, first spinning, then yielding its core (on an
 /// oversubscribed machine the producers may need that core): a producer
@@ -410,7 +411,7 @@ impl Linger {
         Linger { budget: Self::FULL }
     }
 
-    /// `true` as soon as work arrives in the shard's intake, `false` when
+    /// `true` as soon as work arrives in the shard's remote queue, `false` when
     /// the budget is spent without any.
     fn waits_for_work(&mut self, shard: &super::shard::Shard) -> bool {
         if cfg!(any(loom, shuttle)) {

@@ -4,16 +4,17 @@
 //! # Data flow and ownership
 //!
 //! ```text
-//!   any thread                                  shard owner (one thread at a time)
-//!   ----------                                  -----------------------------------
-//!   start:   alloc slot, write callback,        take in the intake: link armings,
-//!            state = ARMED|HANDLE (release),       settle stale slots
-//!            push Arm msg to the shard intake   take the stop queue: unlink and free
-//!   stop:    CAS ARMED -> CANCELLED|QUEUED,        the slots other threads stopped
-//!            push the slot on the stop queue    poll(now): pop due slots,
-//!   restart: CAS -> ARMED, seq+1,                  CAS ARMED -> FIRED|RUNNING, run callback,
-//!            push Arm msg with the deadline        clear RUNNING (or re-arm periodic)
-//!                                               own START/STOP/RESTART: applied at once
+//!   any thread                                   shard owner (one thread at a time)
+//!   ----------                                   -----------------------------------
+//!   start:   alloc slot, write callback and      take the remote queue (one swap),
+//!            arming, word = ARMED|HANDLE|QUEUED,    apply it in push order:
+//!            push the slot on the remote queue      a START's slot: link it
+//!   stop:    CAS ARMED -> CANCELLED|QUEUED,         a STOP's slot: unlink, free
+//!            push the slot (once)                   a proxy: link the restart
+//!   restart: CAS -> ARMED, seq+1, write a        poll(now): pop due slots,
+//!            proxy slot, push the proxy             CAS ARMED -> FIRED|RUNNING, run callback,
+//!                                                   clear RUNNING (or re-arm periodic)
+//!                                                own START/STOP/RESTART: applied at once
 //! ```
 //!
 //! * A timer's **slot** lives in the service's arena (`arena.rs`) and is never freed
@@ -23,15 +24,17 @@
 //!   table there. The owner never waits for other threads, and other threads
 //!   never wait for the owner (except [`Timer::stop_sync`], whose whole point
 //!   is to wait for a running callback).
-//! * The **intake** (`intake.rs`) is a lock-free stack of messages for the
-//!   STARTs and RESTARTs of other threads. A message never carries
-//!   ownership; it only tells the owner to reconcile its wheel with a slot's
-//!   state word, so messages that arrive late, twice, or out of order are
-//!   harmless. Deadlines travel in messages tagged with the arming `seq`, so
-//!   the owner applies only the newest restart.
-//! * The **stop queue** (`stops.rs`) carries the STOPs of other threads
-//!   without messages: the slot itself is queued, at most once (`QUEUED` in
-//!   its word), so what waits for an owner is bounded by its live slots.
+//! * The **remote queue** (`remote.rs`) is how other threads hand the owner
+//!   their operations: what is queued is a slot, at most once (`QUEUED` in
+//!   its word), never a message node. A START queues its own new slot, a
+//!   STOP the stopped slot, a RESTART a spare slot carrying the restart (a
+//!   proxy). One queue for every kind keeps cross-thread order: the owner
+//!   applies entries in the order they were pushed. A thread that cancels
+//!   its own START before the owner took it in reuses that slot in place
+//!   for its next START (`Inner::revive`), so what waits for an owner that
+//!   does not poll stays bounded by the live timers.
+//! * While a driver sleeps, its shard is **lent** (`Shard::lend`): a thread
+//!   that starts or restarts a timer there applies it to the wheel itself.
 //! * The **wheel** and the owner-side fields of a slot are touched only by the
 //!   thread that has claimed the shard ([`ShardGuard`] or a driver thread).
 //!   The wheel is intrusive (`links.rs`): its entries are the slots.
@@ -85,39 +88,37 @@ use crate::sync::thread_local;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
 use crate::TimerError;
 
-/// Pending intake messages after which the owner is woken even though no new
-/// deadline is earlier than its sleep: bounds what an intake holds. Half the
-/// backpressure bound, so a sleeping owner is woken before producers have to
-/// wait for it.
+/// Queued entries after which a START or RESTART wakes the owner even
+/// though its deadline is not earlier than the owner's sleep: bounds what a
+/// remote queue holds while its owner sleeps. Half the backpressure bound,
+/// so a sleeping owner is woken before producers have to wait for it.
 #[cfg(not(loom))]
 const WAKE_AFTER_PENDING: usize = PENDING_LIMIT / 2;
-/// Under loom, two: the models push a few messages each, and reach the
+/// Under loom, two: the models push a few entries each, and reach the
 /// backlog wake this way (`sleeping_owner_vs_two_stops` fails with "2 wakes
 /// for 1 sleeps" when that wake bypasses the claim).
 #[cfg(loom)]
 const WAKE_AFTER_PENDING: usize = 2;
 
-/// Queued intake messages at which a producer waits for the owner before
-/// adding another (backpressure, CONTRACT 20). Also what keeps the 24-bit
-/// arming `seq` from lapping (see `state.rs`), so it must stay far below
-/// 2^23. One message batch (`shard.rs`, `BATCH`): an owner takes in a full
-/// intake in one round of its poll, well under a millisecond of its CPU.
+/// Queued remote entries at which a START or RESTART from another thread
+/// waits for the owner before adding another (backpressure, CONTRACT 20).
+/// STARTs and STOPs queue slots, at most once each, so what they leave
+/// waiting is bounded by the live timers anyway; what this bound holds back
+/// is RESTARTs (one proxy slot each) against an owner that has fallen
+/// behind. It also keeps the 24-bit arming `seq` from lapping (see
+/// `state.rs`), so it must stay far below 2^23. One batch (`shard.rs`,
+/// `BATCH`): an owner takes in a full queue in one round of its poll, well
+/// under a millisecond of its CPU.
 ///
 /// The bound is what the owner may be behind by, in its own CPU time, and
 /// on a machine with more busy threads than cores the owner gets only its
-/// share of a core: the wait of a START queued behind a full intake, and so
+/// share of a core: the wait of a START queued behind a full queue, and so
 /// how late timers fire, grows with the bound divided by that share. With
-/// 2^20, timers armed during a churn fired seconds late (BENCHMARKS.md,
-/// issue 11); with 2^13, 8 threads arming 1.6 M timers on 4 shards of a
-/// 2-core machine saw p50 15-23 ms, p99 50-500 ms; with 2^10, p50 about
-/// 1 ms (BENCHMARKS.md, issue 12 Build 7). Producers hit the bound more
-/// often, and arming went no slower.
-#[cfg(not(loom))]
-const PENDING_LIMIT: usize = 1 << 10;
-/// Out of the models' reach under loom: a producer waiting for an owner that
-/// a model has let go of spins, which multiplies loom's branches. The wait
-/// is checked on real threads instead (`tests/service_wake.rs`, `item20_...`).
-#[cfg(loom)]
+/// 2^20, timers armed during a churn fired seconds late; with 2^13, 8
+/// threads arming 1.6 M timers on 4 shards of a 2-core machine saw p50
+/// 15-23 ms, p99 50-500 ms; with 2^10, p50 about 1 ms
+/// (`examples/churn_lateness.rs`). Producers hit the bound more often, and
+/// arming went no slower.
 const PENDING_LIMIT: usize = 1 << 10;
 
 /// The bound for a producer that owns a shard itself (an embedded owner, or
@@ -125,7 +126,7 @@ const PENDING_LIMIT: usize = 1 << 10;
 /// does not poll its own shard, so two owners that keep stopping each
 /// other's timers (a request/response server) held each other at every turn
 /// at the lower bound: the main demo's timers fired seconds late. Owners
-/// take in their own intakes as they go, so what they leave waiting for each
+/// take in their own remote queues as they go, so what they leave waiting for each
 /// other stays short without the tighter bound.
 const OWNER_PENDING_LIMIT: usize = PENDING_LIMIT * 8;
 
@@ -528,8 +529,11 @@ impl Inner {
     /// takes a slot that was freed in this shard from the shard's own list,
     /// as the owner would, instead of popping the service-wide free list:
     /// start/stop churn through a lent shard then never touches that list's
-    /// head, a cache line every thread that starts timers writes (issue 11:
-    /// two locked CASes on it per START + STOP pair).
+    /// head, a cache line every thread that starts timers writes (two
+    /// locked CASes on it per START + STOP pair).
+    ///
+    /// Otherwise the new slot itself is queued for the owner, or a slot of
+    /// this thread's own cancelled START is reused in place (`revive`).
     fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
         let shard = arming.shard;
         if self.owns(shard) {
@@ -854,7 +858,7 @@ impl Inner {
 
     /// Makes a message with `make` and applies it directly if `shard` is
     /// lent (its owner sleeps, see `Shard::lend`), after taking in whatever
-    /// waits in its intake. `make` is given the shard while this thread
+    /// waits in its remote queue. `make` is given the shard while this thread
     /// holds it (it may take one of the shard's freed slots then), `None`
     /// otherwise. Returns the message and whether it was applied; one that
     /// was not must be queued: the shard is held or not lent, the service is
@@ -930,7 +934,7 @@ impl Inner {
     /// (`Stats::held_back`).
     ///
     /// An owner (in a callback, or an embedded owner between polls) takes in
-    /// its own intake while it waits, so two owners that each wait for the
+    /// its own remote queue while it waits, so two owners that each wait for the
     /// other both make progress.
     #[cold]
     fn wait_for_backlog(&self, shard: usize, limit: usize) {
@@ -1324,9 +1328,9 @@ mod tests {
 
     use super::*;
 
-    /// Issue 12 item 4: STOPs of a running callback must not move the arming
-    /// `seq` (the 24-bit counter must never lap the arming the owner linked;
-    /// see `state.rs`). Before the fix each of them bumped it.
+    /// STOPs of a running callback must not move the arming `seq` (the
+    /// 24-bit counter must never lap the arming the owner linked; see
+    /// `state.rs`): one sets `HALTED`, the others change nothing.
     #[test]
     fn stops_during_a_run_do_not_move_seq() {
         let clock = ManualClock::new();

@@ -126,7 +126,7 @@ const ROTATION: usize = 64;
 #[cfg(any(loom, shuttle))]
 const ROTATION: usize = 0;
 
-/// Remotely stopped timers a shard's stop queue may hold, beyond a third
+/// Remotely stopped timers a shard's remote queue may hold, beyond a third
 /// of what its wheel holds, before a sleeping owner is woken to reclaim
 /// them: see [`Shard::push_stop`]. Under loom and shuttle every remote
 /// stop makes reclaim due, so that the models reach the wake.
@@ -221,34 +221,33 @@ impl Shard {
     ///
     /// # Lending
     ///
-    /// A driver thread sleeps most of the time, and a START or STOP from
-    /// another thread used to go through the intake however idle the owner
-    /// was: a message, a wake, a context switch, and the owner applying it
-    /// later (issue 11). While the shard is lent, such an operation is
-    /// applied at once by the thread that makes it, as a mutex-per-shard
-    /// timer would: link, move or unlink in the wheel, free the slot.
+    /// A driver thread sleeps most of the time, and a START or RESTART from
+    /// another thread that goes through the remote queue costs a wake, a
+    /// context switch, and the owner applying it later. While the shard is
+    /// lent, such an operation is applied at once by the thread that makes
+    /// it, as a mutex-per-shard timer would: link or move in the wheel.
     /// Nothing blocks a producer: a producer that finds the shard held (or
-    /// not lent) queues its message as before (CONTRACT 7). The owner may
+    /// not lent) queues its operation as usual (CONTRACT 7). The owner may
     /// wait: taking the shard back waits for the one helper inside to leave
     /// (`WANTED` turns later ones away), a few hundred nanoseconds unless
     /// that helper is preempted, which then delays the owner's next poll as
     /// a preempted lock holder would.
     ///
     /// Why nothing is lost or reordered:
-    /// * The shard is lent only with nothing waiting (no backlog; the intake
-    ///   was found empty after the sleep was published), and a helper applies
-    ///   its own operation only after taking in whatever is waiting in the
-    ///   intake; if too much is waiting it queues its own message behind it.
+    /// * The shard is lent only with nothing waiting (no backlog; the remote
+    ///   queue was found empty after the sleep was published), and a helper
+    ///   applies its own operation only after taking in whatever is waiting
+    ///   on the queue; if too much is waiting it queues its own behind it.
     ///   So one thread's operations reach the wheel in the order it made
     ///   them (CONTRACT 5), whichever way each one went.
     /// * The owner publishes the tick it will sleep until before it lends
     ///   (release on `claimed`), and a helper enters with an acquire CAS on
     ///   `claimed`; a helper that linked an arming due before that tick claims
-    ///   the wake after it leaves, exactly as a queued message would
-    ///   ([`claim_wake`](Self::claim_wake)). A helper that released a fired
-    ///   timer has already reclaimed its memory: no wake needed. (A STOP of
-    ///   an armed timer goes to the stop queue whether the shard is lent or
-    ///   not, see `stops.rs`; a helper takes that queue in with the intake.)
+    ///   the wake after it leaves, exactly as a queued one would
+    ///   ([`claim_wake`](Self::claim_wake)). (A STOP goes to the remote
+    ///   queue whether the shard is lent or not, see `remote.rs`; a helper
+    ///   takes that queue in first, and the release of a timer that is not
+    ///   armed enters a lent shard just to do that, `Inner::help_reclaim`.)
     /// * The core and the slots' owner-side fields are touched only by the
     ///   one thread that holds `HELD`; each hand-over is a release store or
     ///   RMW followed by an acquire CAS, so each holder sees everything the
@@ -340,7 +339,7 @@ impl Shard {
     /// and only the thread whose CAS succeeds unparks the owner. So a sleep is
     /// interrupted at most once however many producers race (CONTRACT 21),
     /// and every producer that needs the owner either wins the claim or finds
-    /// `AWAKE`, which means the owner will look at its intake before it
+    /// `AWAKE`, which means the owner will look at its remote queue before it
     /// sleeps again. A CAS that fails on a newly published sleep decides
     /// again against that one.
     ///
@@ -366,15 +365,15 @@ impl Shard {
     }
 
     /// Owner side, before sleeping until `until` (`None`: until woken).
-    /// Returns `false` if messages arrived meanwhile (poll again instead).
+    /// Returns `false` if entries were queued meanwhile (poll again instead).
     ///
     /// # Why no wakeup is lost
     ///
     /// This is a store-then-load handshake (Dekker): the owner stores its
-    /// sleep deadline, then loads the intake head; a producer CASes the
-    /// intake head, then loads the sleep deadline (`claim_wake`). With every
+    /// sleep deadline, then loads the remote queue's word; a producer CASes the
+    /// queue's word, then loads the sleep deadline (`claim_wake`). With every
     /// one of those accesses SeqCst, in every interleaving at least one side
-    /// sees the other's write: either the owner finds the message here and
+    /// sees the other's write: either the owner finds the entry here and
     /// does not sleep, or the producer finds the published deadline and
     /// claims the wake. Under loom, which models SeqCst accesses as AcqRel, a
     /// SeqCst fence after each store stands in for that (`sync::handshake_fence`).
@@ -698,7 +697,7 @@ impl Shard {
     pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, mut now: u64) -> Polled {
         let mut polled = Polled::default();
         loop {
-            // Messages and expiries take turns, at most `BATCH` of each, so
+            // Remote entries and expiries take turns, at most `BATCH` of each, so
             // that remote churn can delay firing by one batch at most, never
             // by the whole backlog (CONTRACT 20).
             // SAFETY (all blocks below): the caller owns the shard.
@@ -724,10 +723,11 @@ impl Shard {
                 unsafe { self.publish_counters() };
                 return polled;
             }
-            // The poll goes on as long as messages keep coming, which under
-            // a flood of remote starts can be for as long as the flood
+            // The poll goes on as long as remote work keeps coming, which
+            // under a flood of remote starts can be for as long as the flood
             // lasts: re-read the clock every round, or timers that fall due
-            // meanwhile wait for the flood to pause (issue 12 Build 7).
+            // meanwhile wait for the flood to pause
+            // (`tests/service_long_poll.rs`).
             now = now.max(inner.current_tick(shard));
         }
     }
@@ -797,7 +797,7 @@ impl Shard {
         // SAFETY: a message names a slot that a handle or its owner held
         // when it was made (`Inner::transition`, `Inner::publish`): allocated,
         // and its index reached this thread through the message's release
-        // (the intake push) or this thread made it.
+        // (the remote queue's push) or this thread made it.
         let slot = unsafe { inner.arena.get_allocated(message.index) };
         // SAFETY: forwarded; `slot` is the message's.
         unsafe { self.reconcile_slot(inner, slot, message) }
@@ -916,7 +916,7 @@ impl Shard {
     /// generation), then the slot leaves the wheel and joins this owner's
     /// free slots. No intermediate `CANCELLED` word, no message, no second
     /// look at the word: the owner's START + cancel path
-    /// (`examples/owner_ops.rs`, `issue11/owner_start_cancel`). Returns
+    /// (`examples/owner_ops.rs`, `service_vs_tokio/owner_start_cancel`). Returns
     /// `false`, having changed nothing, if the word is not `word` any more
     /// (another thread stopped, restarted or released it meanwhile), and the
     /// caller takes the general path.

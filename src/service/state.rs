@@ -22,14 +22,20 @@
 //!     of "this arming will never run"), or, while `FIRED|RUNNING`, set
 //!     `HALTED` (returns `Running` and cancels a periodic continuation);
 //!   - RESTART: any `arm` (not `FREE`) `-> ARMED` with `seq + 1`, then sends the
-//!     new deadline to the owner tagged with that `seq`;
+//!     new deadline to the owner tagged with that `seq` (from another
+//!     thread: in a proxy slot on the shard's remote queue, `remote.rs`);
 //!   - RELEASE (handle dropped): clear `HANDLE`, turning `ARMED` into
 //!     `CANCELLED` and bumping `seq`.
 //!   - A STOP or RELEASE from a thread that does not own the shard that
-//!     disarms an `ARMED` word also sets `QUEUED` in the same CAS (if it
-//!     was clear) and then puts the slot on the shard's stop queue
-//!     (`stops.rs`); only the owner clears `QUEUED`, when it takes the slot
-//!     off that queue.
+//!     disarms an `ARMED` word (or releases one the owner must free) also
+//!     sets `QUEUED` in the same CAS (if it was clear) and then puts the
+//!     slot on the shard's remote queue (`remote.rs`); only the owner clears
+//!     `QUEUED` (and `FRESH`), when it takes the slot off that queue.
+//! * A thread that owns no shard publishes a START as `ARMED | HANDLE |
+//!   QUEUED | FRESH` and pushes the slot; and may take back a slot of its
+//!   own START that is still `CANCELLED | QUEUED | FRESH` with no handle, by
+//!   a CAS to `FREE | QUEUED | FRESH` of the next generation
+//!   (`Inner::revive`).
 //! * Only the shard owner moves `ARMED -> FIRED | RUNNING` (the linearisation
 //!   point of "this arming fires"), clears `RUNNING` and `HALTED`, re-arms a periodic timer
 //!   (`FIRED|RUNNING, seq -> ARMED, seq + 1`, a CAS that fails if anyone
@@ -51,20 +57,22 @@
 //! wrong only if the word's `seq` moved on by a whole multiple of 2^24 since
 //! the owner last looked. What bounds that:
 //!
-//! 1. Every change of `seq` is a RESTART or a RELEASE, and each of those
-//!    either runs on the owner's thread (applied at once: the owner has
-//!    seen it) or pushes exactly one intake message. A STOP of a running
+//! 1. Every change of `seq` is a RESTART or the one RELEASE of an
+//!    incarnation (no handle is left to make another). A RESTART either
+//!    runs on the owner's thread (applied at once: the owner has seen it)
+//!    or pushes exactly one proxy on the remote queue. A STOP of a running
 //!    callback sets `HALTED` instead, once, so repeated stops during a long
-//!    callback move nothing (before issue 12 each one bumped `seq`); the
+//!    callback move nothing (`stops_during_a_run_do_not_move_seq`); the
 //!    owner's own periodic re-arm is applied by the owner.
-//! 2. While the owner takes in its intake, the moves it has not seen are at
-//!    most the messages waiting for it, plus one per producer between its
-//!    CAS and its push. Backpressure keeps the waiting messages near
-//!    `PENDING_LIMIT` (2^10; 2^13 for producers that own a shard): past it, each producer is held about a
-//!    millisecond per operation (`Inner::wait_for_backlog`).
+//! 2. While the owner takes in its queue, the moves it has not seen are at
+//!    most the proxies waiting for it, plus one per producer between its
+//!    CAS and its push. Backpressure keeps the waiting entries near
+//!    `PENDING_LIMIT` (2^10; 2^13 for producers that own a shard): past
+//!    it, each producer is held about a millisecond per RESTART
+//!    (`Inner::wait_for_backlog`).
 //! 3. While an owner takes in nothing at all (stalled, or an embedded owner
 //!    that stopped polling), producers are not blocked (CONTRACT 7) but run
-//!    at about one operation per millisecond each: 2^24 moves of one timer
+//!    at about one RESTART per millisecond each: 2^24 moves of one timer
 //!    need the owner stalled for 2^24 ms / threads, over four hours divided
 //!    by the number of threads restarting that one timer.
 //! 4. Not bounded by the above: a restarter descheduled between its CAS and
@@ -151,7 +159,7 @@ impl Word {
     }
 
     /// `true` when the owner may free the slot: not armed, not running, no
-    /// handle holds it, and it is not on its shard's stop queue.
+    /// handle holds it, and it is not on its shard's remote queue.
     pub(crate) const fn is_reclaimable(self) -> bool {
         let arm = self.arm();
         (arm == FIRED || arm == CANCELLED)

@@ -134,9 +134,9 @@ pub struct Stats {
     /// the stop in (its next poll; a sleeping owner is woken for that only
     /// once such stops pass a third of its wheel plus 64).
     pub armed: u64,
-    /// Operations by other threads that found a shard's intake full (1024
-    /// messages waiting) and were slowed down to let its owner catch up
-    /// (backpressure, CONTRACT 20).
+    /// STARTs and RESTARTs by other threads that found a shard's remote
+    /// queue full (1024 entries waiting) and were slowed down to let its
+    /// owner catch up (backpressure, CONTRACT 20).
     pub held_back: u64,
     /// Timer slots ever allocated (the memory high-water mark, in slots).
     pub slots: u64,
