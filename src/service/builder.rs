@@ -1,106 +1,15 @@
 //! Configuring a [`TimerService`]: shards, tick, driver, clock and hooks.
 
-use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
+use super::config::{Config, Driver, PanicHook, PanicReport, Waker};
 use super::driver::DriverThreads;
 use super::shard::Shard;
-use super::{Clock, Inner, ServiceClock, TimerId, TimerService};
+use super::{Clock, Inner, ServiceClock, TimerService};
 use crate::sync::{Arc, AtomicBool, AtomicUsize};
-// Hooks are set once before the service exists and only read afterwards:
-// std `Arc` (loom's cannot hold unsized closures).
 use crate::TimerError;
 use std::sync::Arc as HookArc;
-
-/// Who runs the shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// One named thread per shard (`tickwheel-<n>`), tickless: it sleeps
-    /// until its next deadline, is woken when a start lands earlier, and does
-    /// not wake at all while nothing is armed.
-    Threads {
-        /// Pin shard `n`'s thread to CPU `n % cores` (Linux; ignored elsewhere).
-        pin: bool,
-    },
-    /// The application's own threads claim shards with
-    /// [`TimerService::claim_shard`] and poll them from their loops.
-    Embedded,
-}
-
-/// Everything the service needs to tell a panic in user code to a hook.
-#[derive(Debug)]
-pub struct PanicReport {
-    /// The timer whose callback panicked, or whose captures' `Drop` did.
-    pub timer: TimerId,
-    /// The timer's shard.
-    pub shard: usize,
-    /// Where the panic came from.
-    pub site: PanicSite,
-    /// The panic message, when it was a string.
-    pub message: String,
-}
-
-/// Which user code panicked (see [`PanicReport`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PanicSite {
-    /// The callback itself, on its shard's owner.
-    Callback,
-    /// The `Drop` of the callback's captures: wherever the callback was
-    /// dropped (the owner's poll, a STOP or handle drop on the thread that
-    /// made it, shutdown).
-    Drop,
-}
-
-impl PanicReport {
-    pub(crate) fn new(
-        timer: TimerId,
-        shard: usize,
-        site: PanicSite,
-        payload: Box<dyn Any + Send>,
-    ) -> Self {
-        let message = if let Some(text) = payload.downcast_ref::<&'static str>() {
-            (*text).to_owned()
-        } else if let Some(text) = payload.downcast_ref::<String>() {
-            text.clone()
-        } else {
-            "<non-string panic payload>".to_owned()
-        };
-        PanicReport {
-            timer,
-            shard,
-            site,
-            message,
-        }
-    }
-}
-
-impl fmt::Display for PanicReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.site {
-            PanicSite::Callback => "callback",
-            PanicSite::Drop => "drop of the captures",
-        };
-        write!(
-            f,
-            "{what} of {:?} on shard {} panicked: {}",
-            self.timer, self.shard, self.message
-        )
-    }
-}
-
-type PanicHook = HookArc<dyn Fn(&PanicReport) + Send + Sync>;
-type Waker = HookArc<dyn Fn(usize) + Send + Sync>;
-
-/// The settled configuration a service keeps.
-pub(crate) struct Config {
-    pub(crate) driver: Driver,
-    pub(crate) panic_hook: Option<PanicHook>,
-    pub(crate) waker: Option<Waker>,
-    /// Driver threads lend their shards while they sleep (`lend_while_idle`).
-    pub(crate) lend: bool,
-}
 
 /// Builds a [`TimerService`].
 ///

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::builder::Config;
+use super::config::Config;
 use super::{Driver, Inner, OWNED_SHARD};
 use crate::sync::{thread, Arc};
 use crate::TimerError;

@@ -55,6 +55,7 @@ pub(crate) mod arena;
 mod builder;
 mod callback;
 mod clock;
+mod config;
 mod driver;
 mod expiry;
 mod links;
@@ -68,16 +69,17 @@ mod timer;
 use std::fmt;
 use std::time::Duration;
 
-pub use builder::{Builder, Driver, PanicReport, PanicSite};
+pub use builder::Builder;
 pub use clock::{Clock, ManualClock};
+pub use config::{Driver, PanicReport, PanicSite};
 pub use driver::ShardGuard;
 pub use expiry::Expiry;
 pub use stats::Stats;
 pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
 
 use arena::{Arena, Slot};
-use builder::Config;
 use clock::{duration_nanos, ServiceClock};
+use config::Config;
 use remote::{Arm, Message};
 use shard::Shard;
 use state::{Word, ARMED, CANCELLED, FIRED, FRESH, HALTED, HANDLE, QUEUED, RUNNING};
