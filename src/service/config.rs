@@ -21,7 +21,7 @@ pub enum Driver {
         pin: bool,
     },
     /// The application's own threads claim shards with
-    /// [`TimerService::claim_shard`] and poll them from their loops.
+    /// [`TimerService::claim_shard`](crate::TimerService::claim_shard) and poll them from their loops.
     Embedded,
 }
 
