@@ -35,22 +35,12 @@ const MAX_OPS_PER_THREAD: u64 = 2_000_000;
 #[cfg(miri)]
 const MAX_OPS_PER_THREAD: u64 = 60;
 
-/// splitmix64: tiny, seedable, good enough to pick operations.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
     /// A delay: mostly short enough to fire during the run, some long
     /// enough that they can only end by STOP or RESTART.
     fn delay(&mut self) -> Duration {

@@ -181,24 +181,16 @@ fn parkers() -> Arc<Vec<Parker>> {
 // ---------------------------------------------------------------------------
 // Randomness (from shuttle's data source: replays with the schedule).
 
-/// splitmix64 seeded from shuttle, one per thread.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 
 impl Rng {
+    /// The tests' splitmix64 (`tests/common/rng.rs`) seeded from shuttle,
+    /// one per thread.
     fn from_shuttle() -> Self {
         Rng(thread_rng().next_u64())
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
