@@ -34,7 +34,8 @@
 //!   a delay in ticks and read no clock.
 //! * `tickwheel-threads`: one shard per thread with driver threads; the bench
 //!   threads own no shard, so every START and STOP goes through a shard's
-//!   intake (remote). The driver threads share the same cores.
+//!   remote queue (or is applied in the shard while its driver sleeps and
+//!   lends it). The driver threads share the same cores.
 //! * `mutex-binaryheap`: one `Mutex` around a `BinaryHeap` with lazy cancel.
 //! * `mutex-wheel`: one `Mutex` around one tickwheel `Wheel`.
 //! * `sharded-mutex-wheel`: one `Wheel` per thread, each behind its own

@@ -7,7 +7,7 @@
 //! the slab (growth slack included) and the level arrays.
 //!
 //! The last two sections measure the [`TimerService`]: everything the
-//! service allocates (shard, wheel, slot arena, intake messages) for `n`
+//! service allocates (shard, wheel, slot arena) for `n`
 //! armed one-shot timers whose callback captures 16 bytes (two `u64`, kept
 //! in the slot: see `src/service/callback.rs`), and live memory over a
 //! churn of start/stop pairs of one-hour timers with the same callback,
@@ -360,14 +360,15 @@ fn service(full: bool) {
 
     // Churn from another thread: the owner polls in a loop while a thread
     // that owns no shard makes the start/stop pairs (every one goes through
-    // the intake as boxed messages). The owner records the peak live heap
+    // the shard's remote queue, which queues the timers' own slots and
+    // allocates nothing of its own). The owner records the peak live heap
     // it sees during each million pairs, and the live heap once the churn
-    // thread pauses and the intake is drained.
+    // thread pauses and the queue is taken in.
     println!();
     println!(
         "churn: TimerService, pairs from a thread that owns no shard, owner polling in a loop"
     );
-    println!("| pairs done | peak live heap during the last round | live heap, intake drained | slots allocated |");
+    println!("| pairs done | peak live heap during the last round | live heap, queue taken in | slots allocated |");
     println!("|---:|---:|---:|---:|");
     const NOT_READY: usize = usize::MAX;
     let handle_bytes = 100_000 * std::mem::size_of::<Timer>();

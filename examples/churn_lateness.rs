@@ -28,7 +28,8 @@
 //!
 //! tickwheel (`--impl tickwheel`, and `both`): a `TimerService` with
 //! `Driver::Threads` (one shard per core); arming threads and churn threads
-//! own no shard, so every operation goes through a shard's intake.
+//! own no shard, so every operation goes through a shard's remote queue
+//! (or is applied in the shard while its driver sleeps and lends it).
 //! Measured timers use `TimerSpec::at(deadline)` and `Timer::forget`; churn
 //! is `start` + `Timer::cancel`. Also printed (both tickwheel variants):
 //! `stats()` lateness beside the external figures (they should agree
@@ -495,7 +496,7 @@ fn run_tickwheel(config: &Config) -> String {
 /// `--churn-batch` START + cancel pairs of each of its tasks in turn and
 /// polls its shard after each batch, as a tokio worker runs a task until it
 /// yields and then turns its timer wheel. The arming threads own no shard:
-/// their timers go through a shard's intake (or straight in, while its
+/// their timers go through a shard's remote queue (or straight in, while its
 /// worker sleeps and lends it). A worker with no churn left sleeps with its
 /// shard lent (`ShardGuard::idle`) until its next deadline or a waker call.
 fn run_tickwheel_pool(config: &Config) -> String {

@@ -329,7 +329,7 @@ fn run_tickwheel(config: &Config, record: &'static Record) -> Run {
     let mut extra = String::new();
     let _ = writeln!(
         extra,
-        "stats(): fired {}, held_back {} (producers slowed by a full intake), lateness p50 {:.3} p99 {:.3} max {:.3} ms",
+        "stats(): fired {}, held_back {} (producers slowed by a full remote queue), lateness p50 {:.3} p99 {:.3} max {:.3} ms",
         stats.fired,
         stats.held_back,
         stats.lateness_p50.as_secs_f64() * 1e3,

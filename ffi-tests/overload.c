@@ -1,4 +1,4 @@
-/* Lateness under overload (issue 12, Build 7), through the public C API only.
+/* Lateness under overload (CONTRACT 20), through the public C API only.
  *
  * A service with driver threads and S shards; T pthreads each arm N one-shot
  * timers, as fast as they can, each due 1..D ms after it is armed

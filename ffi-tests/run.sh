@@ -13,8 +13,8 @@
 #              checks that they did, and that the port's checksum is the
 #              one of the gcc-built port. Needs clang (LLVM <= rustc's).
 #   overload   a measurement, not a test: ffi-tests/overload.c (8 threads
-#              arming 1.6 M timers on 4 shards; BENCHMARKS.md, issue 12
-#              Build 7) against the release library, as a C user builds it.
+#              arming 1.6 M timers on 4 shards; CONTRACT 20, BENCHMARKS.md)
+#              against the release library, as a C user builds it.
 #              Arguments after `overload` go to the program (see its top).
 # Usage: bash ffi-tests/run.sh [plain|shared|asan|valgrind|tsan|lto]...
 #        bash ffi-tests/run.sh overload [threads timers_per_thread shards max_delay_ms timeout_s arm_nice lend]

@@ -1,5 +1,5 @@
 // C++17 tests of the wrapper's lifetime guarantees against callbacks that
-// are running right now on a driver thread (issue 12, Why 7):
+// are running right now on a driver thread (CONTRACT 17):
 //  * an object that owns a `tickwheel::timer` and is destroyed (or whose timer
 //    is reset) on another thread while that timer's callback runs and touches
 //    the object: the destructor must not return before the callback has

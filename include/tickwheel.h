@@ -372,8 +372,8 @@ typedef struct tw_expiry {
   /**
    * The tick the owner's current poll processes up to (`>= deadline_tick`):
    * how far the clock had moved when the poll began, or when it last
-   * re-read it (a poll that keeps taking in messages re-reads the clock
-   * after each batch).
+   * re-read it (a poll that keeps taking in other threads' work re-reads
+   * the clock after each batch).
    */
   uint64_t poll_tick;
   /**

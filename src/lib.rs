@@ -59,7 +59,7 @@
 //! | Module | What it holds |
 //! |---|---|
 //! | [`wheel`] | [`Wheel`]: the hierarchy of levels (11 levels of 64 slots), the slab of entries, keys with generations |
-//! | [`service`] | [`TimerService`], its [`Builder`], shards and drivers, the per-timer state word, the slot arena, the cross-thread intake, [`Timer`] handles, [`Stats`] |
+//! | [`service`] | [`TimerService`], its [`Builder`], shards and drivers, the per-timer state word, the slot arena, the remote queue other threads hand their operations to, [`Timer`] handles, [`Stats`] |
 //! | `ffi` | the C ABI only (`tw_*` functions and types), with the `capi` feature; the Rust core does not depend on it |
 //! | [`sim`] | [`sim::Simulation`]: a discrete-event scheduler on the wheel |
 //! | [`schemes`] | schemes 1-6 of the paper behind one [`schemes::TimerScheme`] trait |

@@ -227,7 +227,7 @@ impl ModelBackoff {
 pub(crate) use imp::*;
 
 /// The fence at each store-to-load point of a Dekker-style handshake (an
-/// owner publishing its sleep and then checking its intake; a producer
+/// owner publishing its sleep and then checking its remote queue; a producer
 /// pushing and then reading the owner's sleep).
 ///
 /// Outside loom this is nothing: those accesses are all SeqCst, which on its

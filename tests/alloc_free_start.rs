@@ -173,9 +173,9 @@ fn an_owner_start_capturing_32_bytes_allocates_once() {
 }
 
 /// A START from a thread that owns no shard goes through the shard's
-/// intake: its message node comes from the thread's node cache, refilled
-/// from the nodes the owner hands back, so after warm-up it allocates
-/// nothing either, and a 16-byte capture adds nothing to that.
+/// remote queue, which queues the new timer's own slot from the arena and
+/// allocates nothing of its own, so after warm-up it allocates nothing
+/// either, and a 16-byte capture adds nothing to that.
 #[test]
 fn a_non_owner_start_capturing_16_bytes_allocates_nothing() {
     let (service, mut guard, _clock) = service();

@@ -1,4 +1,4 @@
-//! Fault cases (issue 6): a panicking callback, a blocking callback, an owner
+//! Fault cases (CONTRACT 2, 4, 7, 15 and 16): a panicking callback, a blocking callback, an owner
 //! that stops polling, shutdown racing starts, a clock that goes backwards,
 //! and huge and zero delays. No assertion depends on how fast anything runs;
 //! waits for liveness are bounded by generous limits.

@@ -524,14 +524,15 @@ fn last_handle_vs_new_handle_vs_service_drop() {
 }
 
 // ---------------------------------------------------------------------------
-// The owner's sleep/wake handshake (CONTRACT 13, 19 and 21; issue 12 item 1).
+// The owner's sleep/wake handshake (CONTRACT 13, 19 and 21): a sleeping
+// owner must learn of work queued for it, and be woken at most once a sleep.
 //
 // The driver thread's loop is `poll` -> `next_deadline` (which publishes the
-// sleep and re-checks the intake) -> park; producers push to the intake and
-// then claim the wake. loom cannot run std's `park_timeout`, so these models
+// sleep and re-checks the remote queue) -> park; producers push to the
+// remote queue and then claim the wake. loom cannot run std's `park_timeout`, so these models
 // run that same sequence on the model's main thread with loom's park/unpark,
 // the service's waker unparking it: the protocol code under test
-// (`publish_sleep`, `claim_wake`, the intake) is the one the driver threads
+// (`publish_sleep`, `claim_wake`, the remote queue) is the one the driver threads
 // run. A lost wakeup shows as the owner parked for ever: loom reports the
 // deadlock and the model fails.
 // ---------------------------------------------------------------------------
@@ -602,8 +603,8 @@ fn assert_one_wake_per_sleep(wakes: &AtomicUsize, sleeps: usize) {
 /// an unpark only leaves a token for the next `park`. But loom's `unpark`
 /// makes a blocked thread runnable whatever it is blocked on, including
 /// `JoinHandle::join` (loom issue #249), which then fails loom's own
-/// assertion `state.notified`: seen at `LOOM_MAX_PREEMPTIONS=3` (session
-/// 14). So the owner yields until the body has returned (every unpark it
+/// assertion `state.notified`: seen at `LOOM_MAX_PREEMPTIONS=3`. So the
+/// owner yields until the body has returned (every unpark it
 /// makes has happened by then) and joins after that.
 struct Producer<T> {
     handle: thread::JoinHandle<T>,
@@ -633,12 +634,14 @@ impl<T> Producer<T> {
 /// A START due after the owner's sleep (no wake needed), then a STOP of it.
 /// Under loom every remote stop makes reclaim due (`RECLAIM_MIN` is 0), so
 /// the stop must wake the sleeping owner and the slot be reclaimed now, not
-/// at the deadline it sleeps towards. Fails (deadlock) with the owner's
-/// check of the stop queue after publishing its sleep removed, or with the
-/// SeqCst fence after the stopper's push removed (the store-then-load
-/// handshake of `src/service/stops.rs`). The code before issue 12 woke only on
-/// the first message since the owner last looked (`pending == 1`), so the
-/// STOP, the second, never woke it: deadlock here.
+/// at the deadline it sleeps towards (CONTRACT 13 and 21). Guards the
+/// store-then-load handshake of `src/service/remote.rs`: the owner's check
+/// of the queue after publishing its sleep, and the SeqCst fence after the
+/// stopper's push; with either removed the owner sleeps through the stop
+/// (deadlock; tried on the former stop queue, RELIABILITY.md). Also guards
+/// the wake rule: the STOP is not the first entry since the owner last
+/// looked (the START was), so a rule that woke only on the first entry
+/// would never wake for it.
 #[test]
 fn sleeping_owner_vs_later_start_then_stop() {
     model("sleeping_owner_vs_later_start_then_stop", || {
@@ -667,11 +670,12 @@ fn sleeping_owner_vs_later_start_then_stop() {
     });
 }
 
-/// Two stops against the owner's drain. The code before issue 12 reset the
-/// intake's message count with a plain store after taking the messages, so
-/// a stop whose push landed before the take and whose count after it left
-/// the count at 1 with an empty intake; the next stop then counted 2 and
-/// never woke the sleeping owner: deadlock here.
+/// Two stops from one thread against the owner taking its queue in and
+/// going to sleep (CONTRACT 13 and 21): whichever side of the take each
+/// stop's push lands, judged by the count it reads from its own push (the
+/// count and the list are one word, emptied by the take's one swap), a
+/// stop the sleeping owner has not seen wakes it, once, and both slots are
+/// reclaimed. A lost wake shows as a deadlock.
 #[test]
 fn sleeping_owner_vs_two_stops() {
     model("sleeping_owner_vs_two_stops", || {
@@ -699,9 +703,9 @@ fn sleeping_owner_vs_two_stops() {
 /// owner (a stop must be reclaimed promptly), and both may see the same
 /// published sleep; only the one whose CAS of the sleep deadline to AWAKE
 /// succeeds may wake it (CONTRACT 21: a sleep is interrupted at most once
-/// however many producers race). Found missing in session 14 by mutation:
+/// however many producers race). The only model that catches a weak claim:
 /// with the claim's CAS replaced by a load-then-store, every other model
-/// passed (their producers are one thread, whose second stop always sees
+/// passes (their producers are one thread, whose second stop always sees
 /// the first one's AWAKE); this one fails "2 wakes for 1 sleeps".
 #[test]
 fn sleeping_owner_vs_two_concurrent_stops() {
@@ -754,7 +758,7 @@ fn sleeping_owner_vs_earlier_restart() {
 }
 
 // ---------------------------------------------------------------------------
-// Lending (issue 11): while its owner sleeps in `ShardGuard::idle`, the
+// Lending (CONTRACT 7): while its owner sleeps in `ShardGuard::idle`, the
 // shard is lent, and a producer applies its own operation in the wheel
 // instead of queueing it. The driver threads sleep that way. These models
 // check the three promises of `Shard::lend`: a helper that links a timer due
@@ -765,8 +769,8 @@ fn sleeping_owner_vs_earlier_restart() {
 // ---------------------------------------------------------------------------
 
 /// The owner sleeps lent with a timer due at tick 100; a producer moves it to
-/// tick 3, directly if the shard is lent at that moment, through the intake
-/// otherwise. Either way the owner must be woken (once) and learn tick 3.
+/// tick 3, directly if the shard is lent at that moment, through the remote
+/// queue otherwise. Either way the owner must be woken (once) and learn tick 3.
 #[test]
 fn lent_shard_vs_earlier_restart() {
     model("lent_shard_vs_earlier_restart", || {
@@ -885,13 +889,13 @@ fn lent_shard_keeps_one_threads_order() {
 }
 
 /// The shutdown sweep against callbacks and threads that drop handles
-/// (CONTRACT 15 and 19; issue 12 item 3). Timer A's callback owns the handle
-/// of timer B on the same shard, so the sweep, dropping A's callback, drops
-/// B's handle on the owner's thread (a release applied at once) while
-/// another thread cancels timer C and the service shuts down. Before issue
-/// 12, the sweep then unlinked B from a wheel it had already emptied
-/// ("attempt to subtract with overflow"). Every capture must be dropped
-/// exactly once and nothing may run.
+/// (CONTRACT 15 and 19). Timer A's callback owns the handle of timer B on
+/// the same shard, so the sweep, dropping A's callback, drops B's handle on
+/// the owner's thread (a release applied at once) while another thread
+/// cancels timer C and the service shuts down. A sweep that then unlinks B
+/// from a wheel it has already emptied fails ("attempt to subtract with
+/// overflow"). Every capture must be dropped exactly once and nothing may
+/// run.
 #[test]
 fn shutdown_sweep_vs_handle_drops() {
     model("shutdown_sweep_vs_handle_drops", || {
@@ -924,7 +928,7 @@ fn shutdown_sweep_vs_handle_drops() {
 /// CONTRACT 5 across threads: a remote START for tick 5 that happened before
 /// the owner's START for the same tick (the owner saw the remote thread's
 /// flag) fires first. The owner links its own START at once; before it does,
-/// it must apply what the intake holds. Without that (`Shard::catch_up`
+/// it must apply what the remote queue holds. Without that (`Shard::catch_up`
 /// removed), the owner's timer fires first whenever it saw the flag.
 #[test]
 fn remote_start_before_owner_start_fires_first() {
@@ -963,15 +967,17 @@ fn remote_start_before_owner_start_fires_first() {
     });
 }
 
-/// The stop queue (`src/service/stops.rs`): another thread cancels a due
-/// timer and a far one (each one CAS on its slot, which sets `QUEUED`, and
-/// one push of the slot onto the shard's stop queue) while the owner polls,
-/// which fires the due one unless the cancel won, and takes the queue in.
-/// Exactly one of cancel and fire wins for the due timer; the far one never
-/// runs; and one more poll after the cancels reclaims both slots and drops
-/// both callbacks. With the push's CAS and the owner's swap relaxed, loom
-/// finds the owner reading a pushed slot's link before the pusher's write
-/// of it: the first slot pushed is lost with `QUEUED` set, and never freed.
+/// Remote stops on the remote queue (`src/service/remote.rs`, CONTRACT 8
+/// and 13): another thread cancels a due timer and a far one (each one CAS
+/// on its slot, which sets `QUEUED`, and one push of the slot onto the
+/// shard's remote queue) while the owner polls, which fires the due one
+/// unless the cancel won, and takes the queue in. Exactly one of cancel and
+/// fire wins for the due timer; the far one never runs; and one more poll
+/// after the cancels reclaims both slots and drops both callbacks. With the
+/// push's CAS and the owner's swap relaxed (tried on the former stop queue,
+/// whose push and take the remote queue keeps), loom finds the owner
+/// reading a pushed slot's link before the pusher's write of it: the first
+/// slot pushed is lost with `QUEUED` set, and never freed.
 #[test]
 fn remote_cancel_vs_fire_vs_take() {
     model("remote_cancel_vs_fire_vs_take", || {
@@ -1006,11 +1012,11 @@ fn remote_cancel_vs_fire_vs_take() {
 
 /// The owner's cancel of its own armed timer (one CAS straight to the freed
 /// state, `Shard::cancel_owned`) racing another thread's STOP by id (a CAS
-/// that queues the slot on the stop queue). Exactly one of them cancels;
+/// that queues the slot on the remote queue). Exactly one of them cancels;
 /// the callback never runs; the slot is freed once and its callback
 /// dropped once, after the owner's next poll. With the owner's CAS turned
 /// into a plain store, loom finds both returning `Cancelled`: the owner
-/// freed a slot that was on the stop queue.
+/// freed a slot that was still queued.
 #[test]
 fn owner_cancel_vs_remote_stop() {
     model("owner_cancel_vs_remote_stop", || {

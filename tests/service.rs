@@ -144,9 +144,9 @@ fn item2_lateness_is_reported() {
 /// `lateness_max` counts a shard whose next timer is overdue as late, but
 /// only while that timer is still there: a timer cancelled after the last
 /// poll, by its owner or by another thread, must not make an owner that
-/// took its intake in and went idle look late (session 13 found 49.8 ms
-/// reported against 13.9 ms measured at the end of a churn run: the last
-/// poll's next deadline was a churn timer cancelled since).
+/// took its remote queue in and went idle look late (CONTRACT 2: reported
+/// lateness is honest; an owner judged by a churn timer cancelled since its
+/// last poll reported several times the lateness measured outside).
 #[test]
 fn item2_lateness_max_forgets_a_waiting_timer_cancelled_since_the_last_poll() {
     let (service, mut guard, clock) = embedded(1);

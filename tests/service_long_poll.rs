@@ -1,14 +1,16 @@
-//! A poll that keeps finding messages must keep reading the clock (issue 12,
-//! Build 7). A shard's poll goes on while other threads keep sending it
-//! messages; under a flood of remote starts (8 threads arming 1.6 M timers on
-//! 4 shards) one poll lasted for much of the flood, and it fired only what was
-//! due by the tick it began at: timers falling due meanwhile waited for the
-//! flood to pause (p50 lateness 43-53 ms, against 15-16 ms once the poll
-//! re-reads the clock every round; BENCHMARKS.md, "Issue 12 Build 7").
+//! A poll that keeps finding work queued by other threads must keep reading
+//! the clock (CONTRACT 2: lateness comes only from the owner not running). A
+//! shard's poll goes on while other threads keep queueing work for it; under
+//! a flood of remote starts (8 threads arming 1.6 M timers on 4 shards) a
+//! poll that read the clock only when it began lasted for much of the flood
+//! and fired only what was due by that tick: timers falling due meanwhile
+//! waited for the flood to pause (p50 lateness 43-53 ms, against 15-16 ms
+//! once the poll re-read the clock every round, measured with the former
+//! message intake).
 //!
 //! Deterministic: a manual clock and an embedded shard. A callback moves the
-//! clock on and has another thread send the shard a message, so the same poll
-//! goes round again; what fell due meanwhile must fire in it.
+//! clock on and has another thread start a timer on the shard, so the same
+//! poll goes round again; what fell due meanwhile must fire in it.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -42,8 +44,8 @@ fn a_poll_that_keeps_taking_in_messages_fires_what_falls_due_meanwhile() {
         .unwrap();
 
     // Due at 1 ms: moves the clock to 10 ms, then has another thread start a
-    // timer on this shard (through its intake, as any remote start), so the
-    // poll that runs this callback finds a message after it and goes on.
+    // timer on this shard (through its remote queue, as any remote start),
+    // so the poll that runs this callback finds it queued and goes on.
     let (remote, remote_clock) = (service.clone(), clock.clone());
     let _first_timer = service
         .start(MS, move |_| {
@@ -68,7 +70,7 @@ fn a_poll_that_keeps_taking_in_messages_fires_what_falls_due_meanwhile() {
     assert_eq!(
         later.load(SeqCst),
         5_000_000,
-        "the 5 ms timer must fire in the poll that took in the message at 10 ms, 5 ms late"
+        "the 5 ms timer must fire in the poll that took in the remote start at 10 ms, 5 ms late"
     );
     assert_eq!(fired, 2, "both timers fired in that one poll");
     assert_eq!(guard.armed(), 1, "the remote 60 s timer is linked");

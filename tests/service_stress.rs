@@ -35,22 +35,12 @@ const MAX_OPS_PER_THREAD: u64 = 2_000_000;
 #[cfg(miri)]
 const MAX_OPS_PER_THREAD: u64 = 60;
 
-/// splitmix64: tiny, seedable, good enough to pick operations.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
     /// A delay: mostly short enough to fire during the run, some long
     /// enough that they can only end by STOP or RESTART.
     fn delay(&mut self) -> Duration {
@@ -497,7 +487,7 @@ fn stress_driver_threads() {
 
     // A driver thread sleeps until its next deadline and is not woken by
     // stops or handle drops: restarting the flush timer of each shard to
-    // zero wakes it, and the poll that fires it takes in every message sent
+    // zero wakes it, and the poll that fires it takes in everything queued
     // before (the last stops and drops).
     for flush in &flush_timers {
         flush.restart(Duration::ZERO).unwrap();
@@ -608,8 +598,9 @@ fn stress_embedded_workers() {
                             }
                         }
                     }
-                    // Quiescent point: nobody operates; owners take in every
-                    // message and fire what is due, then nobody polls.
+                    // Quiescent point: nobody operates; owners take in
+                    // everything queued and fire what is due, then nobody
+                    // polls.
                     barrier.wait();
                     if let Some(guard) = guard.as_mut() {
                         guard.poll().unwrap();
@@ -665,13 +656,13 @@ fn stress_embedded_workers() {
     service.shutdown();
 }
 
-/// Minimal reproducer (fails today): docs/CONTRACT.md item 13 says a stopped timer's
-/// memory is reclaimed by the owner's next tick or poll, "not at the deadline
-/// it would have had". A built-in driver thread sleeps until its earliest
-/// deadline, and a STOP (or a handle drop) sends the owner a message without
-/// waking it (`Inner::send` wakes only for an earlier deadline, or after
-/// 4096 pending messages), so the stopped timer stays in the wheel, counted
-/// as armed, and its slot stays allocated until its old deadline: here, an hour.
+/// CONTRACT 13: a stopped timer's memory is reclaimed "never only at the
+/// deadline the timer would have had", also on a built-in driver thread
+/// that sleeps until that deadline (here, an hour). A STOP alone does not
+/// wake it (CONTRACT 21), so without more the stopped timer would stay in
+/// the wheel, counted as armed, its slot allocated, for the hour; the drop
+/// of its handle, the release of a timer no longer armed, is what must get
+/// it reclaimed while the driver sleeps.
 #[test]
 #[cfg(not(miri))]
 fn stopped_timer_is_reclaimed_before_its_old_deadline_on_a_sleeping_driver_thread() {
@@ -710,11 +701,11 @@ fn stopped_timer_is_reclaimed_before_its_old_deadline_on_a_sleeping_driver_threa
     }
 }
 
-/// Minimal reproducer (fails today): docs/CONTRACT.md item 11 says a callback may STOP
-/// its own timer. A periodic timer whose handle was given up with
-/// `forget()` cannot: `Expiry::stop_id(own id)` returns `Inactive` (STOP
-/// needs the HANDLE bit) and the timer keeps firing until shutdown, while
-/// `Expiry::restart` on the same timer works.
+/// CONTRACT 11: a callback may STOP its own timer, also a periodic timer
+/// whose handle was given up with `forget()`: `Expiry::stop_id(own id)`
+/// must cancel it (a STOP that required the handle would return `Inactive`
+/// and leave it firing until shutdown), as `Expiry::restart` on the same
+/// timer works.
 #[test]
 fn forgotten_periodic_timer_can_stop_itself_from_its_callback() {
     let clock = tickwheel::ManualClock::new();

@@ -1,5 +1,5 @@
 //! Randomized schedules of the whole timer service under shuttle
-//! (docs/VERIFYING.md layer 3b; issue 12, Build item 3).
+//! (docs/VERIFYING.md layer 3b; CONTRACT 19).
 //!
 //! loom proves small protocols exhaustively (2-3 threads, a handful of
 //! operations). These scenarios are far bigger: 5-7 threads (operators,
@@ -181,24 +181,16 @@ fn parkers() -> Arc<Vec<Parker>> {
 // ---------------------------------------------------------------------------
 // Randomness (from shuttle's data source: replays with the schedule).
 
-/// splitmix64 seeded from shuttle, one per thread.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 
 impl Rng {
+    /// The tests' splitmix64 (`tests/common/rng.rs`) seeded from shuttle,
+    /// one per thread.
     fn from_shuttle() -> Self {
         Rng(thread_rng().next_u64())
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -664,8 +656,10 @@ fn churn(owners: Owners) {
     }
 
     // Every handle is gone. The owners must free every slot without anyone
-    // starting another timer: a sleeping owner is woken by the first stop or
-    // release since it last looked (docs/CONTRACT.md 13; issue 12 Why 1).
+    // starting another timer: a sleeping owner is woken once reclaiming the
+    // stopped timers queued for it is due, which under shuttle is at every
+    // remote stop, or the releasing thread reclaims them in the lent shard
+    // (docs/CONTRACT.md 13 and 21).
     let started = totals.started.load(SeqCst) + SHARED as u64;
     let mut yields = 0;
     while service.stats().freed != started {
@@ -699,8 +693,8 @@ fn churn(owners: Owners) {
             }
         }
         // These sleep until woken, and nothing wakes them now: `armed` may
-        // be as of a poll before the last messages (drained before the
-        // sleep, not by a poll). The slots are freed, which is what counts.
+        // be as of a poll before the last stops (taken in before the sleep,
+        // or by a releasing thread in the lent shard, not by a poll). The slots are freed, which is what counts.
         Owners::SleepingDriverThreads => {}
     }
 
@@ -742,8 +736,9 @@ fn churn_with_polling_owners_that_park() {
     });
 }
 
-/// Issue 12 Why 1: the driver threads sleep for hours, so only a wake from a
-/// STOP or a handle drop makes them free a stopped timer's slot.
+/// CONTRACT 13 and 21: the driver threads sleep for hours, so a stopped
+/// timer's slot is freed while they sleep only because a STOP or a handle
+/// drop wakes the owner, or frees it in the lent shard itself.
 #[test]
 fn sleeping_driver_threads_reclaim_stopped_timers() {
     explore("sleeping_driver_threads_reclaim_stopped_timers", || {
@@ -768,7 +763,7 @@ impl Drop for Capture {
 /// Shutdown while operators start and stop timers and the clock moves, with
 /// timers whose callbacks own the handles of other timers of the same shard
 /// (in both slot orders), so that the sweep drops handles of timers it has
-/// not swept yet (issue 12 Why 3). Checks: no panic (in a driver or owner
+/// not swept yet (CONTRACT 15). Checks: no panic (in a driver or owner
 /// thread too), every capture dropped exactly once, no callback runs after
 /// `shutdown` returns, and afterwards starts fail and stops are `Inactive`.
 fn shutdown_sweep(owners: Owners) {
@@ -976,8 +971,8 @@ fn shutdown_sweep_with_polling_owners() {
     });
 }
 
-/// Issue 12 Why 1, the deterministic case, as a shuttle scenario: the
-/// driver sleeps towards a timer an hour away; a START due later does not
+/// CONTRACT 13 and 21, the deterministic case of
+/// `sleeping_driver_threads_reclaim_stopped_timers`: the driver sleeps towards a timer an hour away; a START due later does not
 /// wake it (rightly), then a STOP and a handle drop of that later timer must
 /// (once), so that its slot is freed while the driver sleeps on.
 #[test]

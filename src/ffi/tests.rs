@@ -141,9 +141,10 @@ unsafe extern "C" fn never_called(_ctx: *mut c_void, _expiry: *const tw_expiry) 
     panic!("an hour-long timer fired in a test that lasts milliseconds");
 }
 
-/// CONTRACT 14 through the C ABI (issue 12 item 5): the first timer of each
-/// of two services used to get the same handle, and `tw_timer_stop(b,
-/// handle_from_a)` returned `TW_OK`/cancelled, disarming b's own timer.
+/// CONTRACT 14 through the C ABI: a handle of one service, used on another,
+/// is refused and leaves that service's timers alone. The first timers of
+/// two services are where ids would collide without the service's tag in
+/// the handle: `tw_timer_stop(b, handle_from_a)` would cancel b's own timer.
 #[test]
 fn a_handle_used_on_the_wrong_service_is_refused() {
     // SAFETY: both services come from `tw_service_new` and are freed last;

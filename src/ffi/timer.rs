@@ -39,8 +39,8 @@ pub struct tw_expiry {
     pub deadline_tick: u64,
     /// The tick the owner's current poll processes up to (`>= deadline_tick`):
     /// how far the clock had moved when the poll began, or when it last
-    /// re-read it (a poll that keeps taking in messages re-reads the clock
-    /// after each batch).
+    /// re-read it (a poll that keeps taking in other threads' work re-reads
+    /// the clock after each batch).
     pub poll_tick: u64,
     /// How late the callback started, in nanoseconds on the service's
     /// clock: from the deadline asked for (not the tick it was rounded up
