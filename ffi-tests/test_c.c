@@ -381,6 +381,58 @@ static void test_one_shot_on_time(void) {
     done(f);
 }
 
+/* The shard's timeout is its earliest armed timer's deadline, exactly: not
+ * the next point where the wheel moves far timers down a level (a poll
+ * there would fire nothing). A loop that sleeps for that long and polls
+ * wakes once per expiry. */
+static void test_next_timeout_is_the_earliest_deadline(void) {
+    static const int delays_ms[] = {10, 100, 1000, 5000, 100000};
+    for (size_t i = 0; i < sizeof delays_ms / sizeof delays_ms[0]; i++) {
+        fixture f = manual(1);
+        record r[1];
+        reset(r, 1);
+        uint64_t timer = 0, ns = 0;
+        int ms = 0;
+        int delay = delays_ms[i];
+        CHECK_OK(tw_timer_start(f.service, (uint64_t)delay * MS, on_fire, r, &timer));
+        CHECK_OK(tw_shard_next_timeout_ms(f.shard, &ms));
+        CHECK(ms == delay);
+        CHECK_OK(tw_shard_next_deadline_ns(f.shard, &ns));
+        CHECK(ns == (uint64_t)delay * MS);
+        /* Sleep exactly that long: the poll fires it, on its own tick. */
+        CHECK(advance(f, ns) == 1);
+        CHECK(r->last.deadline_tick == (uint64_t)delay && r->last.lateness_ns == 0);
+        CHECK_OK(tw_shard_next_timeout_ms(f.shard, &ms));
+        CHECK(ms == -1);
+        CHECK_OK(tw_timer_free(f.service, timer));
+        done(f);
+    }
+
+    /* A heartbeat kept 5 s ahead beside idle timeouts a minute out. */
+    fixture f = manual(1);
+    record r[2];
+    reset(r, 2);
+    uint64_t beat = 0, idle[100];
+    for (int i = 0; i < 100; i++)
+        CHECK_OK(tw_timer_start(f.service, (60000 + (uint64_t)i) * MS, on_fire, &r[1], &idle[i]));
+    CHECK_OK(tw_timer_start_periodic(f.service, 5000 * MS, on_fire, &r[0], &beat));
+    int wakeups = 0;
+    for (;;) {
+        int ms = 0;
+        CHECK_OK(tw_shard_next_timeout_ms(f.shard, &ms));
+        CHECK(ms > 0);
+        if (ms >= 60000 - 5000 * wakeups)
+            break;
+        CHECK(advance(f, (uint64_t)ms * MS) == 1);
+        wakeups++;
+    }
+    CHECK(wakeups == 11 && atomic_load(&r[0].fired) == 11 && atomic_load(&r[1].fired) == 0);
+    CHECK_OK(tw_timer_free(f.service, beat));
+    for (int i = 0; i < 100; i++)
+        CHECK_OK(tw_timer_free(f.service, idle[i]));
+    done(f);
+}
+
 /* tw_expiry.lateness_ns counts from the deadline asked for, not from the
  * tick it was rounded up to: 2.25 ms on a 1 ms tick fires at tick 3, which
  * is 0.75 ms after the deadline (to 1/256 of a tick, about 3.9 us). */
@@ -1143,6 +1195,7 @@ int main(void) {
     test_one_shot_on_time();
     test_zero_and_huge_delays();
     test_lateness_counts_from_the_deadline_asked_for();
+    test_next_timeout_is_the_earliest_deadline();
     test_double_stop_and_restart();
     test_periodic_and_ranges();
     test_schedule_spec();

@@ -83,9 +83,11 @@ impl ShardGuard {
     }
 
     /// The tick by which this shard must be polled again: the deadline of
-    /// its earliest timer, or earlier when far timers must first move down the
-    /// wheel's levels (an early wakeup finds nothing to fire and costs one
-    /// cheap poll). `None` when nothing is armed. O(levels).
+    /// its earliest armed timer, exactly (a poll at that tick first moves far
+    /// timers down the wheel's levels as far as it needs, so the owner never
+    /// wakes for that alone). `None` when nothing is armed. O(1) while the
+    /// earliest timer stays armed; after it fires, stops or moves, the first
+    /// question walks one bucket of the wheel.
     pub fn next_deadline_tick(&mut self) -> Option<u64> {
         // SAFETY: this guard is the shard's claim.
         unsafe { self.inner.shards[self.shard].next_deadline(&self.inner) }

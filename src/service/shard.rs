@@ -605,9 +605,17 @@ impl Shard {
     }
 
     /// The tick by which this shard needs polling (after taking in pending
-    /// messages): the earliest deadline, or earlier where far timers must
-    /// cascade. O(levels) ([`Wheel::next_wakeup`]), so an owner may ask before
-    /// every sleep whatever the number of timers.
+    /// messages): the earliest armed deadline, exactly, so an owner that
+    /// sleeps until it wakes only when something is due.
+    ///
+    /// Not the wheel's next cascade point ([`Wheel::next_wakeup`]): a poll
+    /// that jumps over several cascade points cascades every bucket it
+    /// passes before firing (`Hierarchy::pop_due`), so waking for a cascade
+    /// on its own buys nothing, and an owner whose timers are far off (idle
+    /// timeouts, a heartbeat seconds away) would wake at every one of them.
+    /// The answer is the wheel's next-deadline memo: O(1) while the earliest
+    /// timer stays, and one walk of its bucket after it changes (see
+    /// `hierarchy.rs`).
     ///
     /// # Safety
     /// The caller must have claimed the shard.
@@ -622,18 +630,32 @@ impl Shard {
             // then (the owner's own, or taken in just now) may have removed
             // the timer the last poll's next due tick belonged to, and an
             // owner that now sleeps past that tick is not late.
-            self.publish_counters()
+            self.publish_counters(Some(inner))
         }
     }
 
     /// Brings what `stats()` reads of this shard (armed count, next due
-    /// tick) up to date, and returns the next due tick.
+    /// tick) up to date, and returns the next due tick: exact when `exact`
+    /// gives the service (before a sleep, which may last until then), else
+    /// the wheel's O(levels) lower bound, the first tick of its earliest
+    /// bucket (the end of a poll: an owner that polls in a busy loop and
+    /// never sleeps should not pay for a bucket walk after every change of
+    /// its earliest timer). A lower bound only makes `stats()` count a
+    /// little lateness early, between a poll and the next question.
     ///
     /// # Safety
     /// The caller must have claimed the shard.
-    unsafe fn publish_counters(&self) -> Option<u64> {
-        // SAFETY: forwarded.
-        let (armed, next) = unsafe { self.core(|core| (core.linked, core.wheel.next_wakeup())) };
+    unsafe fn publish_counters(&self, exact: Option<&Inner>) -> Option<u64> {
+        // SAFETY: forwarded; the wheel's entries are this shard's slots.
+        let (armed, next) = unsafe {
+            self.core(|core| {
+                let next = match exact {
+                    Some(inner) => core.wheel.next_deadline(&SlotNodes::new(&inner.arena)),
+                    None => core.wheel.next_wakeup(),
+                };
+                (core.linked, next)
+            })
+        };
         self.counters.armed.set(armed as u64);
         self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
         next
@@ -720,7 +742,7 @@ impl Shard {
                 fired_here += 1;
             }
             if fired_here < BATCH && !more_messages && self.remote.is_empty() {
-                unsafe { self.publish_counters() };
+                unsafe { self.publish_counters(None) };
                 return polled;
             }
             // The poll goes on as long as remote work keeps coming, which
