@@ -315,6 +315,7 @@ static void test_null_arguments(void) {
     CHECK_RESULT(tw_wheel_advance(NULL, 1, 1, NULL, NULL, NULL, NULL), TW_NULL_POINTER);
     CHECK_RESULT(tw_wheel_clear(NULL, NULL, NULL), TW_NULL_POINTER);
     CHECK_RESULT(tw_wheel_ticks_to_next_event(NULL, 1, &u), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_next_event(NULL, 1, &u, &armed), TW_NULL_POINTER);
     CHECK_RESULT(tw_wheel_now(NULL, &u), TW_NULL_POINTER);
     CHECK_RESULT(tw_wheel_len(NULL, &n), TW_NULL_POINTER);
     tw_wheel_free(NULL);
@@ -917,6 +918,23 @@ static void test_wheel(void) {
     CHECK(now == 1000);
     CHECK_OK(tw_wheel_ticks_to_next_event(wheel, 77, &ticks));
     CHECK(ticks == 77);
+    /* Nothing armed and "cap away" look alike there; tw_wheel_next_event
+     * tells them apart. */
+    bool armed = true;
+    CHECK_OK(tw_wheel_next_event(wheel, 77, &ticks, &armed));
+    CHECK(ticks == 77 && !armed);
+    CHECK_RESULT(tw_wheel_next_event(wheel, 77, NULL, &armed), TW_NULL_POINTER);
+    CHECK_RESULT(tw_wheel_next_event(wheel, 77, &ticks, NULL), TW_NULL_POINTER);
+    CHECK_OK(tw_wheel_schedule(wheel, 1077, NULL, &key));
+    CHECK_OK(tw_wheel_next_event(wheel, 77, &ticks, &armed));
+    CHECK(ticks == 77 && armed);
+    /* Exact, not the next level boundary (5000 ticks sit on level 2). */
+    CHECK_OK(tw_wheel_reschedule(wheel, key, 6000));
+    CHECK_OK(tw_wheel_next_event(wheel, UINT64_MAX, &ticks, &armed));
+    CHECK(ticks == 5000 && armed);
+    CHECK_OK(tw_wheel_cancel(wheel, key, NULL));
+    CHECK_OK(tw_wheel_next_event(wheel, UINT64_MAX, &ticks, &armed));
+    CHECK(ticks == UINT64_MAX && !armed);
     for (uintptr_t i = 0; i < 10; i++) {
         CHECK_OK(tw_wheel_schedule(wheel, 1005, (void *)(i + 1), &keys[i]));
     }
@@ -924,6 +942,11 @@ static void test_wheel(void) {
     CHECK(len == 10);
     CHECK_OK(tw_wheel_ticks_to_next_event(wheel, 77, &ticks));
     CHECK(ticks == 5);
+    CHECK_OK(tw_wheel_next_event(wheel, 77, &ticks, &armed));
+    CHECK(ticks == 5 && armed);
+    /* The time base is the wheel's own tick: 5 from tw_wheel_now. */
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now + ticks == 1005);
 
     /* Capped advance: three now, the rest later, in arm order. */
     CHECK_OK(tw_wheel_advance(wheel, 2000, 3, on_wheel, &log, &expired, &complete));

@@ -1197,7 +1197,12 @@ tw_result tw_wheel_clear(const struct tw_wheel *wheel,
 /**
  * Writes the number of ticks from now until the next timer is due, at
  * most `cap`, to `*ticks_out`: 0 when one is due now, `cap` when nothing is
- * armed. O(levels).
+ * armed (and also when the next timer is `cap` or more ticks away: use
+ * `tw_wheel_next_event` to tell the two apart). O(levels) when the next
+ * timer is `cap` or more ticks away, else as `tw_wheel_next_event`.
+ *
+ * "Now" is the wheel's own current tick (`tw_wheel_now`: the target of the
+ * last advance), not the caller's clock: see `tw_wheel_next_event`.
  *
  * Thread safety: the wheel's thread.
  *
@@ -1208,6 +1213,37 @@ TW_MUST_USE
 tw_result tw_wheel_ticks_to_next_event(const struct tw_wheel *wheel,
                                        uint64_t cap,
                                        uint64_t *ticks_out);
+
+/**
+ * Writes the number of ticks from the wheel's current tick until its
+ * earliest armed timer is due, at most `cap`, to `*ticks_out`, and whether
+ * any timer is armed to `*armed_out`: `true` with 0 when one is due now,
+ * `true` with `cap` when the earliest is `cap` or more ticks away, `false`
+ * with `cap` when nothing is armed (sleep until something is started).
+ * Exact: the earliest timer's own deadline, not the point where the wheel
+ * moves timers between levels. Costs O(levels) when the earliest timer is
+ * `cap` or more ticks away or on the wheel's finest level (due within the
+ * current block of 64 ticks); otherwise the first question after the
+ * earliest timer changes walks one bucket, and the answer is remembered
+ * until it changes again.
+ *
+ * The time base is the wheel's own current tick (`tw_wheel_now`), which
+ * moves only when the wheel is advanced, to the target of the last
+ * advance. A loop that keeps its own clock and advances the wheel lazily
+ * (only when something is due) should sleep for `tw_wheel_now + ticks`
+ * minus its own current tick (0 if that is in the past), not for `ticks`:
+ * the wheel's tick lags the loop's by the time since the last advance.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_wheel_next_event(const struct tw_wheel *wheel,
+                              uint64_t cap,
+                              uint64_t *ticks_out,
+                              bool *armed_out);
 
 /**
  * Writes the wheel's current tick to `*tick_out` (during an advance

@@ -490,7 +490,8 @@ impl<T> Wheel<T> {
     }
 
     /// Ticks from now until the next timer is due, at most `cap`. Returns `cap`
-    /// when nothing is armed and 0 when a timer is due now. Costs O(levels)
+    /// when nothing is armed and 0 when a timer is due now ([`is_empty`](Self::is_empty)
+    /// tells "nothing armed" from "`cap` or more ticks away"). Costs O(levels)
     /// when the next bucket starts `cap` or more ticks away; otherwise as
     /// [`next_deadline`](Self::next_deadline).
     pub fn ticks_to_next_event(&self, cap: u64) -> u64 {
