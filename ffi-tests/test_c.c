@@ -756,6 +756,78 @@ static void test_wrong_thread_and_wake(void) {
     done(f);
 }
 
+/* Another thread asks for a timer's deadline: only the owner may. */
+typedef struct deadline_query {
+    fixture f;
+    uint64_t timer;
+    tw_result deadline, due_in;
+    uint64_t ns;
+} deadline_query;
+
+static void *query_from_other_thread(void *arg) {
+    deadline_query *q = arg;
+    q->deadline = tw_timer_deadline_ns(q->f.service, q->timer, &q->ns);
+    q->due_in = tw_timer_due_in_ns(q->f.service, q->timer, &q->ns);
+    return NULL;
+}
+
+/* The getters a loop needs: the service clock, a timer's deadline and time
+ * left, and a saturating millisecond conversion. */
+static void test_getters(void) {
+    CHECK(tw_ms_to_ns(0) == 0);
+    CHECK(tw_ms_to_ns(5000) == 5000 * MS);
+    CHECK(tw_ms_to_ns(UINT64_MAX / 1000000) == UINT64_MAX / 1000000 * 1000000);
+    CHECK(tw_ms_to_ns(UINT64_MAX / 1000000 + 1) == UINT64_MAX);
+    CHECK(tw_ms_to_ns(UINT64_MAX) == UINT64_MAX);
+
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t now = 1, timer = 0, ns = 0;
+    CHECK_RESULT(tw_service_now_ns(NULL, &now), TW_NULL_POINTER);
+    CHECK_RESULT(tw_service_now_ns(f.service, NULL), TW_NULL_POINTER);
+    CHECK_OK(tw_service_now_ns(f.service, &now));
+    CHECK(now == 0);
+    CHECK_OK(tw_service_advance_clock(f.service, 1500 * MS / 1000));
+    CHECK_OK(tw_service_now_ns(f.service, &now));
+    CHECK(now == 1500 * MS / 1000);
+
+    /* 1.5 ms + 5 ms = 6.5 ms, rounded up to tick 7. */
+    CHECK_OK(tw_timer_start(f.service, tw_ms_to_ns(5), on_fire, r, &timer));
+    CHECK_OK(tw_timer_deadline_ns(f.service, timer, &ns));
+    CHECK(ns == 7 * MS);
+    CHECK_OK(tw_timer_due_in_ns(f.service, timer, &ns));
+    CHECK(ns == 5500 * MS / 1000);
+    CHECK_RESULT(tw_timer_deadline_ns(f.service, timer, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_timer_due_in_ns(NULL, timer, &ns), TW_NULL_POINTER);
+
+    /* Only the owner of the timer's shard may ask. */
+    deadline_query q = {f, timer, TW_OK, TW_OK, 42};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, query_from_other_thread, &q) == 0);
+    CHECK(pthread_join(thread, NULL) == 0);
+    CHECK(q.deadline == TW_WRONG_THREAD && q.due_in == TW_WRONG_THREAD && q.ns == 42);
+
+    /* A huge delay in milliseconds saturates to the farthest deadline. */
+    CHECK_OK(tw_timer_restart(f.service, timer, tw_ms_to_ns(UINT64_MAX), NULL));
+    CHECK_OK(tw_timer_due_in_ns(f.service, timer, &ns));
+    CHECK(ns > UINT64_MAX / 2);
+    CHECK_OK(tw_timer_restart(f.service, timer, tw_ms_to_ns(2), NULL));
+    CHECK(advance(f, 2 * MS) == 0); /* 3.5 ms: due at tick 4 */
+    CHECK_OK(tw_timer_due_in_ns(f.service, timer, &ns));
+    CHECK(ns == 500 * MS / 1000);
+    CHECK(advance(f, MS) == 1);
+    /* Fired: not armed any more. */
+    CHECK_OK(tw_timer_deadline_ns(f.service, timer, &ns));
+    CHECK(ns == UINT64_MAX);
+    CHECK_OK(tw_timer_due_in_ns(f.service, timer, &ns));
+    CHECK(ns == UINT64_MAX);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    CHECK_RESULT(tw_timer_deadline_ns(f.service, timer, &ns), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_timer_due_in_ns(f.service, timer, &ns), TW_STALE_HANDLE);
+    done(f);
+}
+
 static atomic_int thread_fired;
 static void count_fire(void *ctx, const tw_expiry *expiry) {
     (void)ctx;
@@ -1224,6 +1296,7 @@ int main(void) {
     test_schedule_spec();
     test_callbacks_on_their_own_timer();
     test_wrong_thread_and_wake();
+    test_getters();
     test_driver_threads();
     test_shutdown();
     test_wheel();

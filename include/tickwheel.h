@@ -555,6 +555,33 @@ TW_MUST_USE tw_result tw_service_shard_count(const struct tw_service *service, s
 TW_MUST_USE tw_result tw_service_tick_ns(const struct tw_service *service, uint64_t *tick_ns_out);
 
 /**
+ * Writes the service clock's current reading to `*ns_out`: nanoseconds
+ * since its origin (the service's creation; zero for a manual clock, which
+ * reads the total of its `tw_service_advance_clock` calls). Deadlines are
+ * measured on it: a timer started now with delay `d` is due at this reading
+ * plus `d`, rounded up to a tick, and `tw_expiry.deadline_tick` times
+ * `tw_service_tick_ns` is on the same scale. A loop that caches its own
+ * time converts between its clock and the service's with it.
+ *
+ * Thread safety: may be called from any thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE tw_result tw_service_now_ns(const struct tw_service *service, uint64_t *ns_out);
+
+/**
+ * `ms` milliseconds in nanoseconds, saturating at `UINT64_MAX` (a delay
+ * that large is stored as the farthest deadline, CONTRACT item 4), for the
+ * `_ns` arguments of the timer functions: `ms * 1000000` wraps for `ms`
+ * above about 1.8e13, which a loop passing on a caller's "infinite"
+ * millisecond timeout can reach.
+ *
+ * Thread safety: may be called from any thread.
+ */
+uint64_t tw_ms_to_ns(uint64_t ms);
+
+/**
  * Moves a manual clock (`TW_SERVICE_MANUAL_CLOCK`) forward by `ns`
  * nanoseconds (saturating). Timers then due fire at the owners' next poll;
  * driver threads notice within about 1 ms.
@@ -841,6 +868,44 @@ TW_MUST_USE
 tw_result tw_timer_is_armed(const struct tw_service *service,
                             uint64_t timer,
                             bool *armed_out);
+
+/**
+ * Writes the timer's deadline to `*ns_out`, on the service clock
+ * (`tw_service_now_ns`): its deadline tick times `tw_service_tick_ns`.
+ * `UINT64_MAX` when it is not armed (it fired, was stopped, or is a
+ * periodic timer inside its own callback). Starts and restarts other
+ * threads made before the call are taken in first.
+ *
+ * Only the thread that owns the timer's shard may ask: a timer's deadline
+ * is kept where only its owner may read it, so any other thread gets
+ * `TW_WRONG_THREAD` (and should keep its own copy of the deadline). With
+ * driver threads that means the timer's callbacks only. Returns
+ * `TW_STALE_HANDLE` for a freed handle.
+ *
+ * Thread safety: the thread that claimed the timer's shard (or one of
+ * that shard's callbacks).
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_timer_deadline_ns(const struct tw_service *service,
+                               uint64_t timer,
+                               uint64_t *ns_out);
+
+/**
+ * As `tw_timer_deadline_ns`, as nanoseconds from now: 0 when the timer is
+ * due (or late), `UINT64_MAX` when it is not armed.
+ *
+ * Thread safety: as `tw_timer_deadline_ns`.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_timer_due_in_ns(const struct tw_service *service,
+                             uint64_t timer,
+                             uint64_t *ns_out);
 
 /**
  * Gives the handle up: disarms the timer if it is armed, and lets the

@@ -73,19 +73,20 @@ mod wheel;
 
 pub use result::{tw_result, tw_result_describe, tw_result_str};
 pub use service::{
-    tw_service, tw_service_advance_clock, tw_service_config, tw_service_free, tw_service_new,
-    tw_service_shard_count, tw_service_shutdown, tw_service_tick_ns, tw_wake_fn,
-    TW_SERVICE_EMBEDDED, TW_SERVICE_MANUAL_CLOCK, TW_SERVICE_NO_LEND, TW_SERVICE_PIN_THREADS,
+    tw_ms_to_ns, tw_service, tw_service_advance_clock, tw_service_config, tw_service_free,
+    tw_service_new, tw_service_now_ns, tw_service_shard_count, tw_service_shutdown,
+    tw_service_tick_ns, tw_wake_fn, TW_SERVICE_EMBEDDED, TW_SERVICE_MANUAL_CLOCK,
+    TW_SERVICE_NO_LEND, TW_SERVICE_PIN_THREADS,
 };
 pub use shard::{
     tw_shard, tw_shard_claim, tw_shard_index, tw_shard_next_deadline_ns, tw_shard_next_timeout_ms,
     tw_shard_poll, tw_shard_release,
 };
 pub use timer::{
-    tw_callback, tw_ctx_free_fn, tw_expiry, tw_restart, tw_stop, tw_stop_sync, tw_timer_forget,
-    tw_timer_free, tw_timer_is_armed, tw_timer_restart, tw_timer_schedule, tw_timer_spec,
-    tw_timer_start, tw_timer_start_periodic, tw_timer_start_within, tw_timer_stop,
-    tw_timer_stop_sync, TW_TIMER_BURST, TW_TIMER_ON_SHARD,
+    tw_callback, tw_ctx_free_fn, tw_expiry, tw_restart, tw_stop, tw_stop_sync,
+    tw_timer_deadline_ns, tw_timer_due_in_ns, tw_timer_forget, tw_timer_free, tw_timer_is_armed,
+    tw_timer_restart, tw_timer_schedule, tw_timer_spec, tw_timer_start, tw_timer_start_periodic,
+    tw_timer_start_within, tw_timer_stop, tw_timer_stop_sync, TW_TIMER_BURST, TW_TIMER_ON_SHARD,
 };
 pub use version::{
     tw_version, TICKWHEEL_VERSION_MAJOR, TICKWHEEL_VERSION_MINOR, TICKWHEEL_VERSION_PATCH,

@@ -252,6 +252,47 @@ pub unsafe extern "C" fn tw_service_tick_ns(
     })
 }
 
+/// Writes the service clock's current reading to `*ns_out`: nanoseconds
+/// since its origin (the service's creation; zero for a manual clock, which
+/// reads the total of its `tw_service_advance_clock` calls). Deadlines are
+/// measured on it: a timer started now with delay `d` is due at this reading
+/// plus `d`, rounded up to a tick, and `tw_expiry.deadline_tick` times
+/// `tw_service_tick_ns` is on the same scale. A loop that caches its own
+/// time converts between its clock and the service's with it.
+///
+/// Thread safety: may be called from any thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_service_now_ns(
+    service: *const tw_service,
+    ns_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let ns_out = out(ns_out)?;
+        // SAFETY: the caller passes NULL or a live service.
+        let service = unsafe { arg(service) }?;
+        let now = u64::try_from(service.service.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: checked by `out`.
+        unsafe { put(ns_out, now) };
+        Ok(())
+    })
+}
+
+/// `ms` milliseconds in nanoseconds, saturating at `UINT64_MAX` (a delay
+/// that large is stored as the farthest deadline, CONTRACT item 4), for the
+/// `_ns` arguments of the timer functions: `ms * 1000000` wraps for `ms`
+/// above about 1.8e13, which a loop passing on a caller's "infinite"
+/// millisecond timeout can reach.
+///
+/// Thread safety: may be called from any thread.
+#[no_mangle]
+pub extern "C" fn tw_ms_to_ns(ms: u64) -> u64 {
+    ms.saturating_mul(1_000_000)
+}
+
 /// Moves a manual clock (`TW_SERVICE_MANUAL_CLOCK`) forward by `ns`
 /// nanoseconds (saturating). Timers then due fire at the owners' next poll;
 /// driver threads notice within about 1 ms.

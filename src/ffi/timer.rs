@@ -559,6 +559,83 @@ pub unsafe extern "C" fn tw_timer_is_armed(
     })
 }
 
+/// Writes the timer's deadline to `*ns_out`, on the service clock
+/// (`tw_service_now_ns`): its deadline tick times `tw_service_tick_ns`.
+/// `UINT64_MAX` when it is not armed (it fired, was stopped, or is a
+/// periodic timer inside its own callback). Starts and restarts other
+/// threads made before the call are taken in first.
+///
+/// Only the thread that owns the timer's shard may ask: a timer's deadline
+/// is kept where only its owner may read it, so any other thread gets
+/// `TW_WRONG_THREAD` (and should keep its own copy of the deadline). With
+/// driver threads that means the timer's callbacks only. Returns
+/// `TW_STALE_HANDLE` for a freed handle.
+///
+/// Thread safety: the thread that claimed the timer's shard (or one of
+/// that shard's callbacks).
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_timer_deadline_ns(
+    service: *const tw_service,
+    timer: u64,
+    ns_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let ns_out = out(ns_out)?;
+        // SAFETY: the caller passes NULL or a live service.
+        let service = unsafe { arg(service) }?;
+        let ns = deadline_ns(service, timer)?.unwrap_or(u64::MAX);
+        // SAFETY: checked by `out`.
+        unsafe { put(ns_out, ns) };
+        Ok(())
+    })
+}
+
+/// As `tw_timer_deadline_ns`, as nanoseconds from now: 0 when the timer is
+/// due (or late), `UINT64_MAX` when it is not armed.
+///
+/// Thread safety: as `tw_timer_deadline_ns`.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_timer_due_in_ns(
+    service: *const tw_service,
+    timer: u64,
+    ns_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let ns_out = out(ns_out)?;
+        // SAFETY: the caller passes NULL or a live service.
+        let service = unsafe { arg(service) }?;
+        let ns = match deadline_ns(service, timer)? {
+            None => u64::MAX,
+            Some(deadline) => {
+                let now = u64::try_from(service.service.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                deadline.saturating_sub(now)
+            }
+        };
+        // SAFETY: checked by `out`.
+        unsafe { put(ns_out, ns) };
+        Ok(())
+    })
+}
+
+/// The deadline of `timer` in service-clock nanoseconds, for its owner.
+fn deadline_ns(service: &tw_service, timer: u64) -> Result<Option<u64>, tw_result> {
+    let id = live(service, timer)?;
+    let inner = service.service.inner();
+    match inner.deadline_tick(id) {
+        Ok(tick) => Ok(tick.map(|tick| tick.saturating_mul(inner.tick_nanos))),
+        Err(crate::service::NoDeadline::Stale) => Err(tw_result::TW_STALE_HANDLE),
+        Err(crate::service::NoDeadline::NotOwner) => Err(tw_result::TW_WRONG_THREAD),
+    }
+}
+
 /// Gives the handle up: disarms the timer if it is armed, and lets the
 /// service free it (and call its `ctx_free`) once its callback is not
 /// running. The handle is stale from now on; freeing it again returns

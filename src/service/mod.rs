@@ -202,6 +202,15 @@ impl Drop for ShutdownOnDrop {
     }
 }
 
+/// Why [`Inner::deadline_tick`] has no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoDeadline {
+    /// The id names no live timer of this service.
+    Stale,
+    /// This thread does not hold the timer's shard.
+    NotOwner,
+}
+
 /// The shared state of a service.
 pub(crate) struct Inner {
     pub(crate) arena: Arena,
@@ -312,6 +321,17 @@ impl TimerService {
     /// The tick length.
     pub fn tick(&self) -> Duration {
         Duration::from_nanos(self.inner.tick_nanos)
+    }
+
+    /// The service clock's current reading: the time since its origin (the
+    /// service's start, or zero on a [`ManualClock`]). Timer deadlines are
+    /// measured on it: a timer started now with delay `d` is due at
+    /// `elapsed() + d` rounded up to a tick, and tick `k`
+    /// ([`Expiry::deadline_tick`](crate::Expiry::deadline_tick),
+    /// [`Timer::deadline_tick`](crate::Timer::deadline_tick)) is `k * tick()`
+    /// on it. A loop that caches its own time can convert with it.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.inner.clock.raw_nanos())
     }
 
     /// Counters and lateness figures, summed over shards.
@@ -1165,6 +1185,32 @@ impl Inner {
                 result: Ok(outcome),
             }
         })
+    }
+
+    /// The deadline tick of `id`'s current arming, for the thread that
+    /// owns its shard (see [`Timer::deadline_tick`](crate::Timer::deadline_tick)): `Ok(None)` when it is
+    /// not armed, or armed by an operation still on its way to the wheel.
+    /// A timer's deadline lives in its slot's owner-side fields, which only
+    /// the thread holding the shard may read.
+    pub(crate) fn deadline_tick(&self, id: TimerId) -> Result<Option<u64>, NoDeadline> {
+        let (slot, _) = self.live(id).ok_or(NoDeadline::Stale)?;
+        let shard = usize::from(slot.shard.load(Ordering::Relaxed));
+        if !self.owns(shard) {
+            return Err(NoDeadline::NotOwner);
+        }
+        if self.is_shut_down() {
+            return Ok(None);
+        }
+        let target = &self.shards[shard];
+        // SAFETY: this thread holds the shard's claim (`owns`), with no
+        // reference into its core while user code runs. Taking in what
+        // other threads queued first makes their STARTs and RESTARTs, made
+        // before this call, visible in the wheel.
+        unsafe { target.catch_up(self) };
+        let (slot, word) = self.live(id).ok_or(NoDeadline::Stale)?;
+        // SAFETY: as above; `slot` is `id`'s and of this shard (its word,
+        // read after the claim, names `id`'s incarnation).
+        Ok(unsafe { target.linked_deadline(slot, word) })
     }
 
     pub(crate) fn is_armed(&self, id: TimerId) -> bool {

@@ -634,6 +634,27 @@ impl Shard {
         }
     }
 
+    /// The deadline tick of the arming `word` names, if that arming is the
+    /// one linked in this shard's wheel; `None` when it is not armed, or not
+    /// linked yet (still on the remote queue).
+    ///
+    /// # Safety
+    /// The caller holds the shard and no reference into its core; `slot` is
+    /// a slot of this shard, and `word` was read from it after the claim was
+    /// taken. The slot's wheel fields are then this thread's, and a linked
+    /// slot's owner-side fields too: other threads write those only in a
+    /// slot that is not linked (a START's own fresh slot, `remote.rs`; a
+    /// revived START, never taken in).
+    pub(crate) unsafe fn linked_deadline(&self, slot: &Slot, word: Word) -> Option<u64> {
+        // SAFETY: the caller's contract.
+        if !word.is_armed() || unsafe { !is_linked(slot) } {
+            return None;
+        }
+        // SAFETY: the slot is linked, so its owner-side fields are ours.
+        let (seq, deadline) = unsafe { owned(slot, |owned| (owned.linked_seq(), owned.deadline)) };
+        (seq == word.seq()).then_some(deadline)
+    }
+
     /// Brings what `stats()` reads of this shard (armed count, next due
     /// tick) up to date, and returns the next due tick: exact when `exact`
     /// gives the service (before a sleep, which may last until then), else

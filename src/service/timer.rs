@@ -304,6 +304,32 @@ impl Timer {
         self.inner().restart(self.id, delay)
     }
 
+    /// The tick this timer is due at (on the service clock, `tick * tick()`
+    /// from [`TimerService::elapsed`]'s origin), asked on the thread that
+    /// owns its shard: an embedded owner between polls, or any callback of
+    /// that shard. `None` when it is not armed (it fired, was stopped, or is
+    /// a periodic timer inside its own callback), and from any other
+    /// thread: a timer's deadline is kept where only its owner may read it,
+    /// so another thread has no safe view of it (keep your own copy there).
+    /// Starts and restarts that other threads made before the call are
+    /// taken in first, so their deadline is the one returned.
+    ///
+    /// [`TimerService::elapsed`]: crate::TimerService::elapsed
+    pub fn deadline_tick(&self) -> Option<u64> {
+        self.inner().deadline_tick(self.id).ok().flatten()
+    }
+
+    /// How long until this timer is due (zero if it is due or late), under
+    /// the same conditions as [`deadline_tick`](Self::deadline_tick).
+    pub fn due_in(&self) -> Option<Duration> {
+        let inner = self.inner();
+        let deadline = self.deadline_tick()?;
+        let due = deadline.saturating_mul(inner.tick_nanos);
+        Some(Duration::from_nanos(
+            due.saturating_sub(inner.clock.raw_nanos()),
+        ))
+    }
+
     /// `true` while the timer is armed.
     pub fn is_armed(&self) -> bool {
         self.inner().is_armed(self.id)
