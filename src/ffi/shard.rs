@@ -155,7 +155,13 @@ pub unsafe extern "C" fn tw_shard_poll(shard: *const tw_shard, fired_out: *mut u
 
 /// Writes the nanoseconds until this shard's earliest armed timer is due to
 /// `*ns_out`: 0 if one is due now (poll again before sleeping),
-/// `UINT64_MAX` if nothing is armed (sleep until woken).
+/// `UINT64_MAX` if nothing is armed (sleep until woken). Exact (a poll then
+/// fires it on its own tick, moving far timers down the wheel on the way),
+/// except when that timer shares a coarse wheel bucket with more than 64
+/// others: then the time until that bucket's first tick, where they move
+/// down a level (an early wakeup that fires nothing; finding the minimum of
+/// a crowded bucket would read every entry). Never later than the earliest
+/// deadline.
 ///
 /// Call it right before sleeping: it also tells other threads that a timer
 /// they start due before that time must wake this thread (through the

@@ -84,10 +84,13 @@ impl ShardGuard {
 
     /// The tick by which this shard must be polled again: the deadline of
     /// its earliest armed timer, exactly (a poll at that tick first moves far
-    /// timers down the wheel's levels as far as it needs, so the owner never
-    /// wakes for that alone). `None` when nothing is armed. O(1) while the
-    /// earliest timer stays armed; after it fires, stops or moves, the first
-    /// question walks one bucket of the wheel.
+    /// timers down the wheel's levels as far as it needs, so the owner does
+    /// not wake for that alone), unless that timer shares a coarse bucket
+    /// with more than 64 others: then the bucket's first tick, where they
+    /// move down a level (CONTRACT 22). Never later than the earliest
+    /// deadline; `None` when nothing is armed. O(1) while the earliest
+    /// timer stays armed; after it fires, stops or moves, the first
+    /// question reads at most 64 entries of one bucket.
     pub fn next_deadline_tick(&mut self) -> Option<u64> {
         // SAFETY: this guard is the shard's claim.
         unsafe { self.inner.shards[self.shard].next_deadline(&self.inner) }

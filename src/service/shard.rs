@@ -92,6 +92,18 @@ struct ShardCore {
 /// turns to the other kind of work.
 const BATCH: usize = 1024;
 
+/// The most entries of a coarse bucket an owner reads to find its next
+/// deadline exactly ([`Shard::next_deadline`]); past it the answer is the
+/// bucket's first tick, where its timers move down a level, as a wheel
+/// without the exact answer would wake. The walk over a bucket's scattered
+/// entries is a cache miss per entry: restarting the earliest of 100,000
+/// idle timeouts (60-120 s out, so thousands share its bucket) and asking
+/// again took about 870 us a time with no bound (`examples/idle_wakeups.rs`,
+/// `churn`), far more than the wakeup it saves. Sparse wheels, where
+/// the saved wakeups matter (a heartbeat beside idle timeouts), have small
+/// buckets and get the exact answer.
+const EXACT_BUDGET: usize = 64;
+
 /// How many freed slots an owner keeps before handing them back to the
 /// service (bounds what idle shards hold on to).
 const LOCAL_FREE_MAX: usize = 1024;
@@ -615,7 +627,8 @@ impl Shard {
     /// timeouts, a heartbeat seconds away) would wake at every one of them.
     /// The answer is the wheel's next-deadline memo: O(1) while the earliest
     /// timer stays, and one walk of its bucket after it changes (see
-    /// `hierarchy.rs`).
+    /// `hierarchy.rs`), except when that bucket holds more than
+    /// `EXACT_BUDGET` timers (see there).
     ///
     /// # Safety
     /// The caller must have claimed the shard.
@@ -671,7 +684,9 @@ impl Shard {
         let (armed, next) = unsafe {
             self.core(|core| {
                 let next = match exact {
-                    Some(inner) => core.wheel.next_deadline(&SlotNodes::new(&inner.arena)),
+                    Some(inner) => core
+                        .wheel
+                        .next_deadline_bounded(&SlotNodes::new(&inner.arena), EXACT_BUDGET),
                     None => core.wheel.next_wakeup(),
                 };
                 (core.linked, next)

@@ -466,6 +466,34 @@ impl Hierarchy {
         self.next_deadline_walk(nodes, limit)
     }
 
+    /// [`next_deadline`](Self::next_deadline) when finding it reads at most
+    /// `budget` entries of the earliest bucket; when that bucket holds more
+    /// (and the memo is unknown), its first tick instead
+    /// ([`next_wakeup`](Self::next_wakeup), a lower bound) with the memo
+    /// left unknown. So the answer costs O(levels + budget) whatever the
+    /// bucket sizes, and is exact whenever the earliest timer is on level 0
+    /// or shares its bucket with fewer than `budget` others. For a store
+    /// without lazy moves (not [`Nodes::ORDERED`]) every entry lies inside
+    /// its bucket, so the walk it falls through to reads that bucket only.
+    pub(crate) fn next_deadline_bounded<N: Nodes>(&self, nodes: &N, budget: usize) -> Option<u64> {
+        if let Some(earliest) = self.earliest.get() {
+            return Some(earliest);
+        }
+        let (level, slot) = self.next_bucket()?;
+        if level > 0 {
+            let bucket = &self.levels[level];
+            let (mut index, tail) = (bucket.head[slot], bucket.tail[slot]);
+            for _ in 0..budget {
+                if index == tail {
+                    return self.next_deadline(nodes);
+                }
+                index = nodes.node(index).next;
+            }
+            return Some(self.bucket_start(level, slot));
+        }
+        self.next_deadline(nodes)
+    }
+
     /// [`next_deadline_until`](Self::next_deadline_until) when the memo is
     /// unknown and level 0 has nothing at or after `now`: out of line, so
     /// the quick answers above cost no register saves.
