@@ -666,15 +666,7 @@ impl Inner {
             slot.owned
                 .with_mut(|owned| unsafe { (*owned).prev = remote::NIL });
             slot.state.store(armed.0, Ordering::Release);
-            let message = Message {
-                index,
-                gen: armed.gen(),
-                arm: Some(Arm {
-                    seq: armed.seq(),
-                    rounding: arming.rounding,
-                    deadline: arming.deadline,
-                }),
-            };
+            let message = Message::armed(index, armed, arming.rounding, arming.deadline);
             self.queue(shard, message, true);
         } else if self.shards[shard].claim_wake(Some(arming.deadline)) {
             self.wake(shard);
@@ -740,16 +732,7 @@ impl Inner {
             armed
         };
         slot.state.store(armed.0, Ordering::Release);
-        let message = Message {
-            index,
-            gen: armed.gen(),
-            arm: Some(Arm {
-                seq: armed.seq(),
-                rounding,
-                deadline,
-            }),
-        };
-        (message, slot)
+        (Message::armed(index, armed, rounding, deadline), slot)
     }
 
     /// A free slot for a timer on `shard`, for its owner: one the owner

@@ -89,6 +89,27 @@ pub(crate) struct Message {
     pub(crate) arm: Option<Arm>,
 }
 
+impl Message {
+    /// The START (or restart) of slot `index` whose published word is
+    /// `armed`, due at `deadline`.
+    pub(crate) fn armed(
+        index: u32,
+        armed: super::state::Word,
+        rounding: u8,
+        deadline: u64,
+    ) -> Self {
+        Message {
+            index,
+            gen: armed.gen(),
+            arm: Some(Arm {
+                seq: armed.seq(),
+                rounding,
+                deadline,
+            }),
+        }
+    }
+}
+
 /// An arming of a slot, as its owner links it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Arm {

@@ -447,28 +447,24 @@ impl Shard {
     /// The caller owns the shard and holds no reference into its core.
     unsafe fn next_entry<'a>(&self, inner: &'a Inner, refill: bool) -> Option<(&'a Slot, u32)> {
         // SAFETY: forwarded.
-        let index = unsafe {
+        unsafe {
             self.core(|core| {
                 if core.backlog == NIL && refill {
                     (core.backlog, core.backlog_tail) = self.remote.take(&inner.arena);
                 }
                 let index = core.backlog;
-                if index != NIL {
-                    // SAFETY: a queued slot is allocated and cannot be freed
-                    // while `QUEUED` is set (`remote.rs`); its link is read
-                    // before `QUEUED` is cleared, after which the slot may
-                    // be queued anew.
-                    let slot = inner.arena.get_allocated(index);
-                    core.backlog = slot.queue_next.load(Ordering::Relaxed);
+                if index == NIL {
+                    return None;
                 }
-                index
+                // SAFETY: a queued slot is allocated and cannot be freed
+                // while `QUEUED` is set (`remote.rs`); its link is read
+                // before `QUEUED` is cleared, after which the slot may be
+                // queued anew.
+                let slot = inner.arena.get_allocated(index);
+                core.backlog = slot.queue_next.load(Ordering::Relaxed);
+                Some((slot, index))
             })
-        };
-        if index == NIL {
-            return None;
         }
-        // SAFETY: as above.
-        Some((unsafe { inner.arena.get_allocated(index) }, index))
     }
 
     /// Applies one entry of the remote queue (see `remote.rs`): clears the
