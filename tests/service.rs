@@ -330,9 +330,9 @@ fn item5_deadline_order_then_fifo_within_a_tick() {
 }
 
 /// Timers armed far ahead sit in big buckets on levels 2 and 3, which
-/// cascade from both ends of their lists at once (`Hierarchy::cascade`): the
-/// service's lists keep no arming numbers, so the cascade itself must hand
-/// each lower bucket its entries in list order, or same-tick FIFO breaks.
+/// cascade from both ends of their lists at once (`Hierarchy::cascade`):
+/// each level-0 bucket they land in must come out in arming order (the
+/// cascade's order checks and the level-0 sort), or same-tick FIFO breaks.
 /// Odd and even counts per bucket, so the two walks meet on one entry and
 /// between two.
 #[test]

@@ -47,7 +47,7 @@
 //! | 52 | 4  | `queue_next` | the remote queue's link (see `remote.rs`) |
 //! | 56 | 2  | `bucket` | the wheel bucket |
 //! | 58 | 2  | `shard` | the slot's shard |
-//! | 60 | 4  | | padding |
+//! | 60 | 4  | `order` | the wheel's arming number, low 32 bits (same-tick order for moves that stay in place) |
 //!
 //! The wheel is intrusive: a timer needs no entry anywhere else. The
 //! `next` link doubles as the free-list link while the slot is free, which
@@ -170,6 +170,9 @@ pub(crate) struct Slot {
     /// The wheel bucket, or `UNLINKED`.
     pub(crate) bucket: UnsafeCell<u16>,
     pub(crate) shard: AtomicU16,
+    /// The low 32 bits of the wheel's arming number for the entry (same-tick
+    /// order; see `hierarchy.rs`, "Arming numbers in 32 bits"). Owner only.
+    pub(crate) order: UnsafeCell<u32>,
 }
 
 impl Slot {
@@ -182,6 +185,7 @@ impl Slot {
             queue_next: AtomicU32::new(NIL),
             bucket: UnsafeCell::new(crate::wheel::UNLINKED),
             shard: AtomicU16::new(0),
+            order: UnsafeCell::new(0),
         }
     }
 

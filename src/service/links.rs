@@ -35,7 +35,44 @@ impl<'a> SlotNodes<'a> {
     }
 }
 
+/// Ordered, with 32-bit arming numbers (`Slot::order`): a move of a timer
+/// to a later deadline above level 0 rewrites its deadline and number and
+/// leaves it in its bucket, which re-files it when it cascades (the
+/// `hierarchy` module docs), so an owner's restart touches the timer's own
+/// slot only, not its two neighbours (`examples/owner_ops.rs restart`).
 impl Nodes for SlotNodes<'_> {
+    const ORDERED: bool = true;
+    const SEQ_WRAPS: bool = true;
+
+    #[inline]
+    fn seq(&self, index: u32) -> u64 {
+        // SAFETY: the owner's exclusive fields, see `new`.
+        u64::from(self.slot(index).order.with(|order| unsafe { *order }))
+    }
+
+    #[inline]
+    fn set_seq(&mut self, index: u32, seq: u64) {
+        // SAFETY: as in `seq`.
+        self.slot(index)
+            .order
+            .with_mut(|order| unsafe { *order = seq as u32 });
+    }
+
+    #[inline]
+    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
+        let slot = self.slot(index);
+        // SAFETY: as in `seq`.
+        unsafe {
+            slot.owned.with_mut(|owned| (*owned).deadline = deadline);
+            slot.order.with_mut(|order| *order = seq as u32);
+        }
+    }
+
+    #[inline]
+    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
+        self.set_node(index, node);
+        self.set_seq(index, seq);
+    }
     fn node(&self, index: u32) -> Node {
         let slot = self.slot(index);
         // SAFETY (all accesses here): the owner's exclusive fields, see `new`.

@@ -38,7 +38,8 @@
 //! bucket's tail, touching two neighbours, even when the entry stays in the
 //! same bucket, which is what idle timers pushed a little later do almost
 //! every time. A store that can keep an arming sequence number per entry
-//! ([`Nodes::ORDERED`]; the `Wheel`'s slab does, the service's slots do not)
+//! ([`Nodes::ORDERED`]; the `Wheel`'s slab and the service's slots both do,
+//! the slots in 32 bits, see "Arming numbers in 32 bits" below)
 //! gets a cheaper rule instead:
 //!
 //! * Every arming takes the next number of a counter (`seq`, 64 bits, never
@@ -77,6 +78,20 @@
 //!   (`examples/wheel_restart_latency.rs` builds that case and prints the
 //!   longest advance), where per tick the sort is proportional to what
 //!   fires.
+//!
+//! # Arming numbers in 32 bits
+//!
+//! The service's slots have room for 32 bits of arming number, not 64
+//! ([`Nodes::SEQ_WRAPS`]). Two numbers are then compared by their wrapping
+//! difference, which is right as long as they are less than 2^31 apart.
+//! That holds for every pair of linked entries by construction: every
+//! [`RENUMBER_EVERY`] armings, [`Hierarchy::renumber`] gives the linked
+//! entries fresh consecutive numbers in their current order (a walk of
+//! every bucket and a sort: O(n log n) for `n` linked timers, once per
+//! 2^30 armings of one shard). Between two renumberings the linked entries'
+//! numbers span at most `n + 2^30` (`n < 2^28`, the most slots a service
+//! has), under 2^31. `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap`
+//! arms and moves timers across the wrap and a renumbering.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -98,6 +113,20 @@ const PREFETCH_AHEAD: usize = 8;
 /// long bucket from both ends (see `cascade`).
 const ONE_WAY_FIRST: usize = 16;
 
+/// How many armings may pass between two renumberings of a store whose
+/// arming numbers wrap at 32 bits (see the module docs).
+pub(crate) const RENUMBER_EVERY: u64 = 1 << 30;
+
+/// `a` is a later arming number than `b`, for store `N`.
+#[inline(always)]
+fn newer<N: Nodes>(a: u64, b: u64) -> bool {
+    if N::SEQ_WRAPS {
+        (a.wrapping_sub(b) as u32 as i32) > 0
+    } else {
+        a > b
+    }
+}
+
 /// The levels and the current tick.
 pub(crate) struct Hierarchy {
     now: u64,
@@ -106,6 +135,9 @@ pub(crate) struct Hierarchy {
     earliest: Memo,
     /// The next arming sequence number (used with `Nodes::ORDERED` only).
     next_seq: u64,
+    /// With `Nodes::SEQ_WRAPS`: when `next_seq` reaches this, the linked
+    /// entries are renumbered (see the module docs).
+    renumber_at: u64,
     /// Scratch for [`cascade`](Self::cascade): the back half of the bucket
     /// being cascaded (empty between cascades; dropped after a big one).
     back_half: Vec<u32>,
@@ -118,6 +150,7 @@ impl Clone for Hierarchy {
             levels: self.levels.clone(),
             earliest: Memo(AtomicU64::new(self.earliest.0.load(Ordering::Relaxed))),
             next_seq: self.next_seq,
+            renumber_at: self.renumber_at,
             back_half: Vec::new(),
         }
     }
@@ -183,6 +216,7 @@ impl Hierarchy {
             levels,
             earliest: Memo(AtomicU64::new(Memo::UNKNOWN)),
             next_seq: 0,
+            renumber_at: RENUMBER_EVERY,
             back_half: Vec::new(),
         }
     }
@@ -210,7 +244,7 @@ impl Hierarchy {
     pub(crate) fn link<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
         // The newest arming goes last: no order check needed.
         let seq = if N::ORDERED {
-            Some(self.take_seq())
+            Some(self.take_seq(nodes))
         } else {
             None
         };
@@ -241,12 +275,65 @@ impl Hierarchy {
         self.place(nodes, index, deadline, Some(seq));
     }
 
-    /// The next arming sequence number.
+    /// The next arming sequence number. For a store whose numbers wrap,
+    /// renumbers the linked entries first when it is time (see the module
+    /// docs); the entry being armed, if linked, is renumbered too and then
+    /// gets the number returned, the newest.
     #[inline]
-    fn take_seq(&mut self) -> u64 {
+    fn take_seq<N: Nodes>(&mut self, nodes: &mut N) -> u64 {
+        if N::SEQ_WRAPS && self.next_seq >= self.renumber_at {
+            self.renumber(nodes);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
+    }
+
+    /// Gives every linked entry a fresh arming number, in the order of the
+    /// numbers they hold (oldest first), continuing from `next_seq`: order
+    /// between them is kept, and afterwards they span only their own count.
+    /// For stores whose numbers wrap (see the module docs). Allocates a
+    /// scratch list of the linked entries, and drops it.
+    #[cold]
+    #[inline(never)]
+    fn renumber<N: Nodes>(&mut self, nodes: &mut N) {
+        let next = self.next_seq as u32;
+        // Oldest first: the largest age `next - seq` (every linked number
+        // is below `next` and less than 2^31 from it) sorts first as the
+        // smallest `!age`.
+        let mut entries: Vec<u64> = Vec::new();
+        for level in self.levels.iter() {
+            for &head in level.head.iter() {
+                let mut index = head;
+                while index != NIL {
+                    let age = next.wrapping_sub(nodes.seq(index) as u32);
+                    entries.push((u64::from(!age) << 32) | u64::from(index));
+                    index = nodes.node(index).next;
+                }
+            }
+        }
+        entries.sort_unstable();
+        for entry in entries {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            nodes.set_seq(entry as u32, seq);
+        }
+        self.renumber_at = self.next_seq + RENUMBER_EVERY;
+    }
+
+    /// Moves the point at which arming numbers are given out, for tests of
+    /// the 32-bit wrap: the next arming takes `seq`, and the linked entries
+    /// are renumbered when `renumber_at` is reached.
+    #[cfg(test)]
+    pub(crate) fn set_seq_for_test(&mut self, seq: u64, renumber_at: u64) {
+        self.next_seq = seq;
+        self.renumber_at = renumber_at;
+    }
+
+    /// The number the next arming takes (tests of the 32-bit wrap).
+    #[cfg(test)]
+    pub(crate) fn next_seq_for_test(&self) -> u64 {
+        self.next_seq
     }
 
     /// Appends entry `index` to the bucket `deadline` (`>= now`) maps to.
@@ -282,7 +369,11 @@ impl Hierarchy {
             self.levels[level].occupied.set(slot);
         } else {
             nodes.set_next(tail, index);
-            if N::ORDERED && check_order && level == 0 && nodes.seq(tail) > nodes.seq(index) {
+            if N::ORDERED
+                && check_order
+                && level == 0
+                && newer::<N>(nodes.seq(tail), nodes.seq(index))
+            {
                 self.levels[level].unsorted.set(slot);
             }
         }
@@ -365,7 +456,7 @@ impl Hierarchy {
     /// ordered store: the entry stays in place whatever bucket the new
     /// deadline maps to, so the bucket is not even computed. Returns `false`,
     /// changing nothing, for every other move (and always for a store that
-    /// is not ordered, such as the service's).
+    /// is not ordered).
     #[inline(always)]
     fn move_in_place<N: Nodes>(
         &mut self,
@@ -382,7 +473,7 @@ impl Hierarchy {
         }
         // The memo cannot drop (the deadline grows); it is only forgotten
         // if this entry held it.
-        let seq = self.take_seq();
+        let seq = self.take_seq(nodes);
         // No order bit to set: a higher level's list order is never
         // trusted (see `place` and the module docs).
         nodes.set_deadline_seq(index, deadline, seq);
@@ -409,9 +500,7 @@ impl Hierarchy {
 
     /// A move of a linked entry that [`relink`](Self::relink) or
     /// [`rearm`](Self::rearm) did not settle in place. Out of line: its
-    /// register saves stay off the inline paths. The service's moves (an
-    /// unordered store) always come here, straight from `relink`, as before
-    /// held timers existed.
+    /// register saves stay off the inline paths.
     #[inline(never)]
     fn relink_general<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
         let bucket = bucket_index(self.now, deadline);
@@ -425,7 +514,7 @@ impl Hierarchy {
         if lazy || (node.bucket == bucket && node.next == NIL) {
             nodes.set_node(index, Node { deadline, ..node });
             if N::ORDERED {
-                let seq = self.take_seq();
+                let seq = self.take_seq(nodes);
                 // Either lazy (above level 0: no order bit, see `place`)
                 // or already last on level 0 (the newest stays last).
                 nodes.set_seq(index, seq);
@@ -862,7 +951,7 @@ impl Hierarchy {
                 while left_len > 0 || (right_len > 0 && right != NIL) {
                     let take_left = right_len == 0
                         || right == NIL
-                        || (left_len > 0 && nodes.seq(left) <= nodes.seq(right));
+                        || (left_len > 0 && !newer::<N>(nodes.seq(left), nodes.seq(right)));
                     let chosen = if take_left {
                         let chosen = left;
                         left = next(nodes, left);
@@ -992,4 +1081,129 @@ fn mark_unlinked<N: Nodes>(nodes: &mut N, index: u32, node: Node) {
 #[inline]
 fn split_bucket(bucket: u16) -> (usize, usize) {
     (bucket as usize / SLOTS, bucket as usize % SLOTS)
+}
+
+#[cfg(test)]
+mod seq_wrap_tests {
+    use super::*;
+
+    /// A store that keeps 32 bits of arming number, as the service's slots do.
+    struct Narrow(Vec<(Node, u32)>);
+
+    impl Nodes for Narrow {
+        const ORDERED: bool = true;
+        const SEQ_WRAPS: bool = true;
+
+        fn node(&self, index: u32) -> Node {
+            self.0[index as usize].0
+        }
+        fn set_node(&mut self, index: u32, node: Node) {
+            self.0[index as usize].0 = node;
+        }
+        fn set_prev(&mut self, index: u32, prev: u32) {
+            self.0[index as usize].0.prev = prev;
+        }
+        fn set_next(&mut self, index: u32, next: u32) {
+            self.0[index as usize].0.next = next;
+        }
+        fn seq(&self, index: u32) -> u64 {
+            u64::from(self.0[index as usize].1)
+        }
+        fn set_seq(&mut self, index: u32, seq: u64) {
+            self.0[index as usize].1 = seq as u32;
+        }
+    }
+
+    /// Arms, moves (later, so above level 0 they stay in place) and fires
+    /// timers, starting at arming number `first_seq`; half-way, with `jump`,
+    /// the numbers leap ahead by 2^31 + 5 (as 2^31 armings of other timers
+    /// would move them) and, with `renumber`, the jump lands on a
+    /// renumbering. The timers of each tick must fire in the order of their
+    /// last arming.
+    fn run(first_seq: u64, jump: bool, renumber: bool) {
+        let timers = 400u32;
+        let mut nodes = Narrow(
+            (0..timers)
+                .map(|_| {
+                    (
+                        Node {
+                            deadline: 0,
+                            prev: NIL,
+                            next: NIL,
+                            bucket: UNLINKED,
+                        },
+                        0,
+                    )
+                })
+                .collect(),
+        );
+        let mut wheel = Hierarchy::starting_at(0);
+        wheel.set_seq_for_test(first_seq, u64::MAX);
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Per timer: (deadline, the arming event's place in real order).
+        let mut armed: Vec<Option<(u64, u64)>> = vec![None; timers as usize];
+        for (event, step) in (0..3000u64).enumerate() {
+            if jump && step == 1500 {
+                let leap = wheel.next_seq_for_test() + (1 << 31) + 5;
+                wheel.set_seq_for_test(leap, if renumber { leap } else { u64::MAX });
+            }
+            let index = (next() % u64::from(timers)) as u32;
+            // Few distinct deadlines, most above level 0, so that ticks
+            // collect timers armed far apart and cascaded out of order.
+            let deadline = 100 + (next() % 4) * 1000 + next() % 2;
+            match armed[index as usize] {
+                None => wheel.link(&mut nodes, index, deadline),
+                Some((old, _)) if deadline >= old || next() % 2 == 0 => {
+                    wheel.relink(&mut nodes, index, deadline)
+                }
+                Some(_) => {
+                    wheel.unlink(&mut nodes, index);
+                    wheel.link(&mut nodes, index, deadline);
+                }
+            }
+            armed[index as usize] = Some((deadline, event as u64));
+        }
+        let mut expected: Vec<(u64, u64, u32)> = armed
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.map(|(d, e)| (d, e, i as u32)))
+            .collect();
+        expected.sort_unstable();
+        let mut fired = Vec::new();
+        while let Some(index) = wheel.pop_due(&mut nodes, u64::MAX - 1) {
+            fired.push((wheel.now(), index));
+        }
+        let expected: Vec<(u64, u32)> = expected.iter().map(|&(d, _, i)| (d, i)).collect();
+        assert_eq!(fired, expected);
+    }
+
+    /// The numbers wrap from 2^32 - 1 to 0 half-way through the run. Fails
+    /// when numbers are compared with a plain `<` (the wrapped ones then
+    /// sort first).
+    #[test]
+    fn wrapping_arming_numbers_keep_fifo_across_the_wrap() {
+        run((1 << 32) - 1500, false, false);
+    }
+
+    /// Entries armed before and after the leap would be 2^31 apart and
+    /// compare the wrong way round; the renumbering due at the leap closes
+    /// the gap first.
+    #[test]
+    fn renumbering_keeps_fifo_when_numbers_would_be_2_31_apart() {
+        run(1000, true, true);
+    }
+
+    /// The same leap without the renumbering does break the order: the case
+    /// the renumbering exists for (and a check that `run` can fail).
+    #[test]
+    fn without_renumbering_a_2_31_gap_breaks_fifo() {
+        let outcome = std::panic::catch_unwind(|| run(1000, true, false));
+        assert!(outcome.is_err(), "a 2^31 gap went unnoticed");
+    }
 }

@@ -34,6 +34,14 @@ pub(crate) trait Nodes {
     /// "Same-tick order without relinking").
     const ORDERED: bool = false;
 
+    /// `true` when an ordered store keeps only the low 32 bits of each
+    /// arming number (the service's slots have 4 bytes for it): numbers are
+    /// then compared by their wrapping difference, and the hierarchy
+    /// renumbers its entries often enough that no two linked entries are
+    /// ever 2^31 numbers apart (see the `hierarchy` module docs, "Arming
+    /// numbers in 32 bits").
+    const SEQ_WRAPS: bool = false;
+
     fn node(&self, index: u32) -> Node;
     fn set_node(&mut self, index: u32, node: Node);
     fn set_prev(&mut self, index: u32, prev: u32);
