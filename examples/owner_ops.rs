@@ -114,6 +114,9 @@ fn remote_start_cancel(ops: u64, threads: usize) {
     let service = TimerService::builder()
         .shards(threads)
         .driver(Driver::Threads { pin: false })
+        // `TICKWHEEL_LEND=0`: the driver threads never lend their shards
+        // (`Builder::lend_while_idle`), to compare the two.
+        .lend_while_idle(std::env::var("TICKWHEEL_LEND").map_or(true, |v| v != "0"))
         .build()
         .expect("a service with driver threads");
     let start = std::sync::Barrier::new(threads + 1);

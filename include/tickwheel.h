@@ -70,7 +70,8 @@
  * Flag for `tw_service_config.flags`: driver threads keep their shards
  * while they sleep instead of lending them (Rust:
  * `Builder::lend_while_idle(false)`). Lent, other threads apply their
- * starts and stops themselves, which is cheaper for them; not lent, the
+ * restarts (and releases of timers that are not armed) themselves, which
+ * is cheaper for them; not lent, the
  * drivers are awake more, which fires timers sooner on a machine with more
  * busy threads than cores. Not with `TW_SERVICE_EMBEDDED`.
  */

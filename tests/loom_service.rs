@@ -759,9 +759,10 @@ fn sleeping_owner_vs_earlier_restart() {
 
 // ---------------------------------------------------------------------------
 // Lending (CONTRACT 7): while its owner sleeps in `ShardGuard::idle`, the
-// shard is lent, and a producer applies its own operation in the wheel
-// instead of queueing it. The driver threads sleep that way. These models
-// check the three promises of `Shard::lend`: a helper that links a timer due
+// shard is lent, and a producer's RESTART (or release of a timer that is not
+// armed) is applied in the wheel by the producer, after what is queued,
+// instead of being queued. The driver threads sleep that way. These models
+// check the three promises of `Shard::lend`: a helper that moves a timer due
 // before the owner's sleep wakes it (no lost wakeup); helpers and the owner
 // never touch the core at the same time (loom checks every access to it,
 // an `UnsafeCell`); and one thread's operations keep their order whichever
@@ -804,9 +805,10 @@ fn lent_shard_vs_earlier_restart() {
     });
 }
 
-/// A producer starts and cancels a timer while the owner alternates between
-/// lending its shard and polling it. The start and the cancel may each be
-/// applied by the producer (shard lent) or queued (owner inside): loom
+/// A producer starts, stops and releases a timer while the owner alternates
+/// between lending its shard and polling it. The start and the stop are
+/// queued; the release (of a timer no longer armed) takes the queue in
+/// itself if it finds the shard lent, else leaves it to the owner: loom
 /// reports any moment at which the owner and a helper touch the wheel at
 /// once, and the capture must be dropped exactly once, the callback never
 /// run, and every slot freed.
@@ -827,7 +829,8 @@ fn lent_shard_vs_start_and_cancel() {
                         counting_callback(&probe),
                     )
                     .unwrap();
-                assert_eq!(timer.cancel(), Stop::Cancelled);
+                assert_eq!(timer.stop(), Stop::Cancelled);
+                drop(timer);
                 done.store(true, SeqCst);
             })
         };
@@ -844,35 +847,35 @@ fn lent_shard_vs_start_and_cancel() {
     });
 }
 
-/// One producer starts A, then B, both due at tick 2; the owner lends and
-/// polls meanwhile. A may be queued (owner inside) and B applied directly
-/// (shard lent): the helper must take A in before it links B, or B would
-/// fire first.
+/// One producer starts A, then restarts B, both to tick 2; the owner lends
+/// and polls meanwhile. A is queued, and B's restart may be applied
+/// directly (shard lent): the helper must take A in before it moves B, or
+/// B would fire first.
 #[test]
 fn lent_shard_keeps_one_threads_order() {
     model("lent_shard_keeps_one_threads_order", || {
         let (service, mut guard, clock) = service();
         let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let logger = |name: &'static str| {
+            let order = order.clone();
+            move |_: &mut tickwheel::Expiry<'_>| order.lock().unwrap().push(name)
+        };
+        let b = service.start(TICK * 50, logger("B")).unwrap();
         let producer = {
             let service = service.clone();
-            let order = order.clone();
+            let a_callback = logger("A");
             let done = done.clone();
             thread::spawn(move || {
-                let timers: Vec<_> = ["A", "B"]
-                    .into_iter()
-                    .map(|name| {
-                        let order = order.clone();
-                        service
-                            .schedule(
-                                tickwheel::TimerSpec::after(TICK * 2).on_shard(0),
-                                move |_| order.lock().unwrap().push(name),
-                            )
-                            .unwrap()
-                    })
-                    .collect();
+                let a = service
+                    .schedule(
+                        tickwheel::TimerSpec::after(TICK * 2).on_shard(0),
+                        a_callback,
+                    )
+                    .unwrap();
+                assert_eq!(b.restart(TICK * 2), Ok(Restart::Moved));
                 done.store(true, SeqCst);
-                timers
+                [a, b]
             })
         };
         guard.poll().unwrap();

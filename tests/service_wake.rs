@@ -354,11 +354,13 @@ fn item20_remote_restarts_are_slowed_not_blocked_when_an_owner_falls_behind() {
 }
 
 /// Lending: while an embedded owner sleeps in `ShardGuard::idle`, a START
-/// made by another thread is in the wheel when the owner looks, without the
-/// owner taking anything in; a STOP from another thread queues its slot,
-/// and whoever holds the shard next (here that START's thread) takes it in.
+/// from another thread is queued for it (not applied: a START + cancel then
+/// reuses its slot in place, `Inner::revive`), and so is a STOP; the release
+/// of the stopped timer enters the lent shard and takes the queue in, as the
+/// owner would: the START is in the wheel and the stopped timer freed before
+/// the owner looks.
 #[test]
-fn a_lent_shard_applies_other_threads_operations_directly() {
+fn a_lent_shard_takes_queued_work_in_when_a_release_enters_it() {
     let service = TimerService::builder()
         .shards(1)
         .driver(Driver::Embedded)
@@ -369,7 +371,7 @@ fn a_lent_shard_applies_other_threads_operations_directly() {
     let long = service.start(Duration::from_secs(3600), |_| {}).unwrap();
     guard.poll().unwrap();
     assert_eq!(service.stats().freed, 0);
-    let (freed_inside, armed_inside, started) = guard.idle(|sleep| {
+    let (queued, freed_inside, armed_inside, started) = guard.idle(|sleep| {
         // Lent only for a real sleep (at most until the hour-long timer,
         // earlier where it must move down the wheel's levels).
         assert!(
@@ -377,26 +379,27 @@ fn a_lent_shard_applies_other_threads_operations_directly() {
         );
         let service = service.clone();
         std::thread::spawn(move || {
-            assert_eq!(long.cancel(), Stop::Cancelled);
-            let freed = service.stats().freed;
             let started = service
                 .schedule(
                     tickwheel::TimerSpec::after(Duration::from_secs(5)).on_shard(0),
                     |_| {},
                 )
                 .unwrap();
-            // Counted by the helper itself: the owner has not looked.
-            let armed = service.stats().armed;
-            (freed, armed, started)
+            assert_eq!(long.stop(), Stop::Cancelled);
+            // Both queued: only the hour-long timer is in the wheel.
+            let queued = service.stats().armed;
+            drop(long);
+            let stats = service.stats();
+            (queued, stats.freed, stats.armed, started)
         })
         .join()
         .unwrap()
     });
-    assert_eq!(freed_inside, 0, "a remote stop is queued for the shard");
-    // The START's thread took the queued stop in before its own START.
+    assert_eq!(queued, 1, "a remote START is queued, not applied");
     assert_eq!(
-        armed_inside, 1,
-        "the start was not applied while the shard was lent"
+        (freed_inside, armed_inside),
+        (1, 1),
+        "the release did not take the queue in while the shard was lent"
     );
     assert_eq!(guard.armed(), 1);
     assert_eq!(service.stats().freed, 1);

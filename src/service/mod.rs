@@ -34,7 +34,9 @@
 //!   for its next START (`Inner::revive`), so what waits for an owner that
 //!   does not poll stays bounded by the live timers.
 //! * While a driver sleeps, its shard is **lent** (`Shard::lend`): a thread
-//!   that starts or restarts a timer there applies it to the wheel itself.
+//!   that restarts a timer there, or releases one that is not armed,
+//!   applies that to the wheel itself after taking in what is queued.
+//!   STARTs and STOPs are always queued.
 //! * The **wheel** and the owner-side fields of a slot are touched only by the
 //!   thread that has claimed the shard ([`ShardGuard`] or a driver thread).
 //!   The wheel is intrusive (`links.rs`): its entries are the slots.
@@ -544,18 +546,16 @@ impl Inner {
         })
     }
 
-    /// Allocates a slot, publishes it armed, and hands it to its shard.
+    /// Allocates a slot, publishes it armed, and hands it to its shard: the
+    /// owner links it at once; any other thread queues the new slot for the
+    /// owner, or reuses a slot of its own cancelled START in place
+    /// (`revive`).
     ///
-    /// A thread that owns no shard first tries to enter the shard as a
-    /// helper (`help`; the shard is lent while its owner sleeps). Inside, it
-    /// takes a slot that was freed in this shard from the shard's own list,
-    /// as the owner would, instead of popping the service-wide free list:
-    /// start/stop churn through a lent shard then never touches that list's
-    /// head, a cache line every thread that starts timers writes (two
-    /// locked CASes on it per START + STOP pair).
-    ///
-    /// Otherwise the new slot itself is queued for the owner, or a slot of
-    /// this thread's own cancelled START is reused in place (`revive`).
+    /// A START from another thread is queued even when the shard is lent:
+    /// entering the shard to link it there, and to unlink and free it again
+    /// on cancel, cost about 1,100 instructions per START + cancel pair,
+    /// against about 600 for a queued START that the next START revives
+    /// (`examples/owner_ops.rs remote-start-cancel` under callgrind).
     fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
         let shard = arming.shard;
         if self.owns(shard) {
@@ -581,17 +581,9 @@ impl Inner {
             Ok(id) => return id,
             Err(callback) => callback,
         };
-        let (message, applied) = self.help(shard, |held, applied| {
-            // SAFETY: this thread holds the lent shard (`help`), and no
-            // reference into its core is live here.
-            let local = held.and_then(|shard| unsafe { shard.take_local_slot() });
-            let index = local.unwrap_or_else(|| self.arena.alloc());
-            // Not applied here: published `QUEUED`, for `queue` to push.
-            self.publish(index, arming, callback, !applied).0
-        });
-        if !applied {
-            self.queue(shard, message, true);
-        }
+        let index = self.arena.alloc();
+        let (message, _) = self.publish(index, arming, callback, true);
+        self.queue(shard, message, true);
         TimerId::new(message.index, message.gen, self.tag)
     }
 
@@ -812,8 +804,7 @@ impl Inner {
     fn send_remote(&self, shard: usize, message: Message) {
         let target = &self.shards[shard];
         target.note_activity();
-        let (message, applied) = self.help(shard, |_, _| message);
-        if !applied {
+        if !self.help(shard, message) {
             self.queue(shard, message, false);
         }
     }
@@ -861,22 +852,15 @@ impl Inner {
         }
     }
 
-    /// Makes a message with `make` and applies it directly if `shard` is
-    /// lent (its owner sleeps, see `Shard::lend`), after taking in whatever
-    /// waits in its remote queue. `make` is given the shard while this thread
-    /// holds it (it may take one of the shard's freed slots then), `None`
-    /// otherwise. Returns the message and whether it was applied; one that
-    /// was not must be queued: the shard is held or not lent, the service is
-    /// shutting down, or more is waiting than one batch (it then goes behind
-    /// that).
-    fn help(
-        &self,
-        shard: usize,
-        make: impl FnOnce(Option<&Shard>, bool) -> Message,
-    ) -> (Message, bool) {
+    /// Applies `message` directly if `shard` is lent (its owner sleeps, see
+    /// `Shard::lend`), after taking in whatever waits in its remote queue.
+    /// Returns whether it was applied; one that was not must be queued: the
+    /// shard is held or not lent, the service is shutting down, or more is
+    /// waiting than one batch (it then goes behind that).
+    fn help(&self, shard: usize, message: Message) -> bool {
         let target = &self.shards[shard];
         if !target.try_help() {
-            return (make(None, false), false);
+            return false;
         }
         // Inside, this thread acts as the owner: operations that user code
         // makes meanwhile (a callback's captures dropped by `settle`) are
@@ -888,7 +872,6 @@ impl Inner {
         // and holds no reference into its core.
         let applied =
             !self.is_shut_down() && unsafe { !target.take_remote(self) && !target.has_backlog() };
-        let message = make(Some(target), applied);
         if applied {
             unsafe {
                 target.reconcile(self, message);
@@ -903,7 +886,7 @@ impl Inner {
                 }
             }
         }
-        (message, applied)
+        applied
     }
 
     /// Applies what waits in `shard`'s remote queue if the shard is lent

@@ -233,11 +233,14 @@ impl Shard {
     ///
     /// # Lending
     ///
-    /// A driver thread sleeps most of the time, and a START or RESTART from
-    /// another thread that goes through the remote queue costs a wake, a
-    /// context switch, and the owner applying it later. While the shard is
-    /// lent, such an operation is applied at once by the thread that makes
-    /// it, as a mutex-per-shard timer would: link or move in the wheel.
+    /// A driver thread sleeps most of the time, and a RESTART from another
+    /// thread that goes through the remote queue costs a proxy slot, a
+    /// wake, a context switch, and the owner applying it later. While the
+    /// shard is lent, it is applied at once by the thread that makes it, as
+    /// a mutex-per-shard timer would: a move in the wheel. (A START is
+    /// queued even then: the same thread's next START reuses a cancelled
+    /// one's slot in place, which is cheaper than entering the shard twice,
+    /// see `Inner::arm`.)
     /// Nothing blocks a producer: a producer that finds the shard held (or
     /// not lent) queues its operation as usual (CONTRACT 7). The owner may
     /// wait: taking the shard back waits for the one helper inside to leave
