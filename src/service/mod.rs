@@ -1342,6 +1342,73 @@ mod tests {
 
     use super::*;
 
+    /// The slots keep 32 bits of the wheel's arming numbers, and an owner's
+    /// restart to a later deadline leaves a timer in its bucket: same-tick
+    /// order then rests on those numbers. Here they wrap past 2^32 and are
+    /// renumbered in the middle of a run of starts and restarts (later,
+    /// earlier, of fired timers): every timer fires once, on its last
+    /// deadline, and the timers of a tick in the order of their last arming.
+    /// Fails if the slots' numbers are compared without wrapping
+    /// (`SlotNodes::SEQ_WRAPS` false).
+    #[test]
+    fn same_tick_order_survives_the_32_bit_wrap_of_arming_numbers() {
+        let clock = ManualClock::new();
+        let service = TimerService::builder()
+            .shards(1)
+            .tick(Duration::from_millis(1))
+            .driver(Driver::Embedded)
+            .clock(Clock::Manual(clock.clone()))
+            .build()
+            .unwrap();
+        let mut guard = service.claim_shard(0).unwrap();
+        // The numbers wrap after 1,400 of the run's 1,700 armings (so the
+        // last arming of about a fifth of the timers is from before the
+        // wrap), and the linked timers are renumbered 100 armings later.
+        // SAFETY: this thread holds shard 0's claim.
+        unsafe { service.inner().shards[0].set_seq_for_test((1 << 32) - 1400, (1 << 32) + 100) };
+        let log = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut random = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        // Per timer: (deadline tick, arming number in call order).
+        let mut model: Vec<(u64, u64)> = Vec::new();
+        let mut timers = Vec::new();
+        for label in 0..200u64 {
+            // Deadlines on a 64-tick grid, above level 0, so that many
+            // timers share a tick and restarts later stay in place.
+            let delay = 64 * (2 + random(20));
+            model.push((delay, label));
+            let log = log.clone();
+            timers.push(
+                service
+                    .start(Duration::from_millis(delay), move |_| {
+                        log.lock().unwrap().push(label)
+                    })
+                    .unwrap(),
+            );
+        }
+        for arming in 200..1700u64 {
+            let which = random(200) as usize;
+            let delay = 64 * (2 + random(20));
+            timers[which].restart(Duration::from_millis(delay)).unwrap();
+            model[which] = (delay, arming);
+        }
+        clock.advance(Duration::from_millis(64 * 30));
+        guard.poll().unwrap();
+        let mut expected: Vec<(u64, u64, u64)> = model
+            .iter()
+            .enumerate()
+            .map(|(label, &(deadline, arming))| (deadline, arming, label as u64))
+            .collect();
+        expected.sort_unstable();
+        let expected: Vec<u64> = expected.iter().map(|&(_, _, label)| label).collect();
+        assert_eq!(*log.lock().unwrap(), expected);
+    }
+
     /// STOPs of a running callback must not move the arming `seq` (the
     /// 24-bit counter must never lap the arming the owner linked; see
     /// `state.rs`): one sets `HALTED`, the others change nothing.

@@ -615,6 +615,17 @@ impl Shard {
         self.core.with_mut(|core| f(unsafe { &mut *core }))
     }
 
+    /// Moves the wheel's arming numbers (tests of their 32-bit wrap in the
+    /// slots, see `Hierarchy::set_seq_for_test`).
+    ///
+    /// # Safety
+    /// The caller owns the shard.
+    #[cfg(test)]
+    pub(crate) unsafe fn set_seq_for_test(&self, seq: u64, renumber_at: u64) {
+        // SAFETY: forwarded.
+        unsafe { self.core(|core| core.wheel.set_seq_for_test(seq, renumber_at)) }
+    }
+
     /// The tick by which this shard needs polling (after taking in pending
     /// messages): the earliest armed deadline, exactly, so an owner that
     /// sleeps until it wakes only when something is due.
