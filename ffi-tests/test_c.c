@@ -50,6 +50,7 @@ enum {
     ACT_FREE_OTHER,
     ACT_START_OTHER,
     ACT_SLEEP_50MS,
+    ACT_RESTART_SELF_NOW,
 };
 
 static void on_fire(void *ctx, const tw_expiry *expiry) {
@@ -71,6 +72,13 @@ static void on_fire(void *ctx, const tw_expiry *expiry) {
         r->seen_outcome = (int)outcome;
         break;
     }
+    case ACT_RESTART_SELF_NOW:
+        if (n < 4) {
+            tw_restart outcome = TW_RESTART_MOVED;
+            r->seen = tw_timer_restart(r->service, expiry->timer, 0, &outcome);
+            r->seen_outcome = (int)outcome;
+        }
+        break;
     case ACT_RESTART_SELF:
         if (n < 3) {
             tw_restart outcome = TW_RESTART_MOVED;
@@ -460,9 +468,9 @@ static void test_zero_and_huge_delays(void) {
     CHECK(advance(f, 5 * MS) == 0);
     CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &zero));
     CHECK(atomic_load(&r[0].fired) == 0); /* never inside start */
-    CHECK(advance(f, 0) == 0);            /* not at the tick already processed */
-    CHECK(advance(f, MS) == 1);           /* the next tick */
+    CHECK(advance(f, 0) == 1);            /* due now: the next poll, not a tick later */
     CHECK(atomic_load(&r[0].fired) == 1);
+    CHECK(advance(f, MS) == 0);           /* and only once */
 
     CHECK_OK(tw_timer_start(f.service, UINT64_MAX, on_fire, &r[1], &huge));
     CHECK_OK(tw_shard_next_deadline_ns(f.shard, &ns));
@@ -959,8 +967,9 @@ static void on_wheel(void *ctx, uint64_t key, uint64_t deadline, void *payload) 
     if (log->action == 1) {
         uint64_t k = 0;
         log->action = 0;
-        /* Schedule (due at once, so later in this same advance), cancel,
-         * reschedule: all allowed. Advancing and clearing are not. */
+        /* Schedule (for the tick being processed: due to the next
+         * advance), cancel, reschedule: all allowed. Advancing and
+         * clearing are not. */
         log->seen[0] = tw_wheel_schedule(log->wheel, now, (void *)(uintptr_t)99, &k);
         log->seen[1] = tw_wheel_cancel(log->wheel, log->victim, NULL);
         log->seen[2] = tw_wheel_advance(log->wheel, now + 1, 1, on_wheel, log, NULL, NULL);
@@ -1060,7 +1069,13 @@ static void test_wheel(void) {
     CHECK_OK(tw_wheel_advance(wheel, 3000, 100, on_wheel, &log, &expired, &complete));
     CHECK(log.seen[0] == TW_OK && log.seen[1] == TW_OK);
     CHECK(log.seen[2] == TW_REENTRANT && log.seen[3] == TW_REENTRANT);
-    CHECK(expired == 2 && complete && log.order[0] == 1 && log.order[1] == 99);
+    /* 99, armed for tick 2010 while this advance processed it, waits for
+     * the next advance, which fires it first, on its tick (CONTRACT 1). */
+    CHECK(expired == 1 && !complete && log.order[0] == 1);
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 2010);
+    CHECK_OK(tw_wheel_advance(wheel, 3000, 100, on_wheel, &log, &expired, &complete));
+    CHECK(expired == 1 && complete && log.order[1] == 99);
     CHECK(log.at[1] == 2010);
 
     /* The end of time: saturates, never wraps. */
@@ -1230,6 +1245,77 @@ static void test_wheel_keep(void) {
 
 /* tw_wheel_advance_to_next: time jumps to the next event (at most cap ticks
  * ahead) and what is due there fires, in one call. */
+/* CONTRACT 1, "due now": a timer armed for a tick the current advance or
+ * poll has reached fires in the next one, not in this one and not a tick
+ * later. */
+typedef struct {
+    const tw_wheel *wheel;
+    int fired;
+    uint64_t at[8];
+} rearm_log;
+
+static void rearm_for_now(void *ctx, uint64_t key, uint64_t deadline, void *payload) {
+    rearm_log *log = ctx;
+    (void)payload;
+    log->at[log->fired++] = deadline;
+    if (log->fired < 4) {
+        CHECK_OK(tw_wheel_reschedule_after(log->wheel, key, 0)); /* held: armed again */
+    }
+}
+
+static void test_due_now_is_the_next_advance(void) {
+    /* The wheel: a callback re-arming its own (held) timer for now fires
+     * once per advance; an uncapped advance returns. */
+    tw_wheel *wheel = NULL;
+    rearm_log log = {0};
+    uint64_t key = 0, now = 0;
+    size_t expired = 0;
+    bool complete = true;
+    CHECK_OK(tw_wheel_new(0, &wheel));
+    log.wheel = wheel;
+    CHECK_OK(tw_wheel_schedule(wheel, 7, NULL, &key));
+    for (int round = 1; round <= 4; round++) {
+        CHECK_OK(tw_wheel_advance_keep(wheel, 100, SIZE_MAX, rearm_for_now, &log, &expired,
+                                       &complete));
+        CHECK(expired == 1 && log.fired == round);
+        CHECK(complete == (round == 4));
+        CHECK_OK(tw_wheel_now(wheel, &now));
+        CHECK(now == (round == 4 ? 100 : 7));
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(log.at[i] == 7); /* on its tick, never a tick later */
+    }
+    CHECK_OK(tw_wheel_cancel(wheel, key, NULL));
+    /* Armed for now between advances: the next advance fires it. */
+    CHECK_OK(tw_wheel_schedule_after(wheel, 0, NULL, &key));
+    CHECK_OK(tw_wheel_advance(wheel, 100, SIZE_MAX, leave_held, NULL, &expired, &complete));
+    CHECK(expired == 1 && complete);
+    tw_wheel_free(wheel);
+
+    /* The service: a zero delay started between polls fires at the next
+     * poll with no tick of the clock; re-armed for now from its callback,
+     * it fires once per poll. */
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    CHECK(advance(f, 3 * MS) == 0);
+    CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &timer));
+    CHECK(advance(f, 0) == 1 && r[0].last.deadline_tick == 3);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    reset(r, 1);
+    r[0].action = ACT_RESTART_SELF_NOW;
+    r[0].service = f.service;
+    CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &timer));
+    for (int round = 1; round <= 4; round++) {
+        CHECK(advance(f, 0) == 1 && r[0].seen == TW_OK);
+    }
+    CHECK(advance(f, 0) == 0); /* the fourth run did not re-arm */
+    CHECK(atomic_load(&r[0].fired) == 4 && r[0].last.deadline_tick == 3);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    done(f);
+}
+
 static void test_wheel_advance_to_next(void) {
     tw_wheel *wheel = NULL;
     wheel_log log;
@@ -1304,6 +1390,7 @@ int main(void) {
     test_wheel_relative_and_ranges();
     test_wheel_keep();
     test_wheel_advance_to_next();
+    test_due_now_is_the_next_advance();
     printf("test_c: all tests passed\n");
     return 0;
 }

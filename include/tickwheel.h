@@ -1172,6 +1172,14 @@ tw_result tw_wheel_cancel(const struct tw_wheel *wheel,
  * again to go on exactly where it stopped. A target before now counts as
  * now.
  *
+ * Due now: a timer the callback arms (or moves) for the tick being
+ * processed fires in the next advance, not in this one and not a tick
+ * later. This call stops at that tick once the timers armed before are
+ * done (`*complete_out` false, `tw_wheel_now` that tick), and the next call
+ * fires it first, on its tick; a callback that keeps re-arming its own
+ * timer for now therefore fires once per advance. Armed between advances,
+ * such a timer fires in the next one.
+ *
  * Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
  * the wheel's own callback.
  *

@@ -464,6 +464,14 @@ pub unsafe extern "C" fn tw_wheel_cancel(
 /// again to go on exactly where it stopped. A target before now counts as
 /// now.
 ///
+/// Due now: a timer the callback arms (or moves) for the tick being
+/// processed fires in the next advance, not in this one and not a tick
+/// later. This call stops at that tick once the timers armed before are
+/// done (`*complete_out` false, `tw_wheel_now` that tick), and the next call
+/// fires it first, on its tick; a callback that keeps re-arming its own
+/// timer for now therefore fires once per advance. Armed between advances,
+/// such a timer fires in the next one.
+///
 /// Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
 /// the wheel's own callback.
 ///
@@ -673,12 +681,15 @@ unsafe fn advance_loop<const KEEP: bool>(
     let mut expired = 0;
     // Cleared when the loop finds nothing more due by `target`.
     let mut stopped_at_cap = true;
+    // One pass: a timer a callback arms for the tick being processed is
+    // due to the next advance (`Wheel::advance`).
+    wheel.with(|w| w.begin_pass());
     while expired < max {
         let fired = wheel.with(|w| {
             if KEEP {
-                w.poll_keep(target)
+                w.pop_keep(target)
             } else {
-                w.poll(target)
+                w.pop(target)
             }
         });
         match fired {
@@ -696,7 +707,16 @@ unsafe fn advance_loop<const KEEP: bool>(
             }
         }
     }
-    let complete = !stopped_at_cap || wheel.with(|w| w.finish_capped_advance(target));
+    let complete = wheel.with(|w| {
+        w.end_pass();
+        if stopped_at_cap {
+            w.finish_capped_advance(target)
+        } else {
+            // Stopped at a timer armed during this call for the tick it
+            // had reached, or reached the target with nothing left due.
+            !w.is_due_now()
+        }
+    });
     // SAFETY: checked by `out_opt`.
     unsafe {
         put_opt(expired_out, expired);

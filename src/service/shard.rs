@@ -750,12 +750,21 @@ impl Shard {
     /// The caller must have claimed the shard and called `enter_poll`.
     pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, mut now: u64) -> Polled {
         let mut polled = Polled::default();
+        let mut pass_begun = false;
         loop {
             // Remote entries and expiries take turns, at most `BATCH` of each, so
             // that remote churn can delay firing by one batch at most, never
             // by the whole backlog (CONTRACT 20).
             // SAFETY (all blocks below): the caller owns the shard.
             let more_messages = unsafe { self.take_remote(inner) };
+            if !pass_begun {
+                // After the first batch of remote entries, which were armed
+                // before this poll: a timer armed from here on for a tick
+                // this poll has reached fires in the next poll (`hierarchy.rs`,
+                // "Due now").
+                unsafe { self.core(|core| core.wheel.begin_pass()) };
+                pass_begun = true;
+            }
             let mut fired_here = 0;
             while fired_here < BATCH {
                 let due = unsafe {
@@ -774,6 +783,7 @@ impl Shard {
                 fired_here += 1;
             }
             if fired_here < BATCH && !more_messages && self.remote.is_empty() {
+                unsafe { self.core(|core| core.wheel.end_pass()) };
                 unsafe { self.publish_counters(None) };
                 return polled;
             }
@@ -883,10 +893,11 @@ impl Shard {
 
     /// Puts arming `seq` of a slot into the wheel at `deadline`, moving it
     /// if an older arming is linked (it goes last among its tick's timers,
-    /// as a new arming does). A deadline at or before the last processed
-    /// tick goes to the next tick, and then counts as a full tick later than
-    /// asked for (lateness may read up to that much low; the deadline asked
-    /// for had passed when the timer was armed).
+    /// as a new arming does). A deadline before the last processed tick
+    /// goes to that tick, due now, and lateness then counts from that tick
+    /// (it may read low; the deadline asked for had passed when the timer
+    /// was armed). A timer due now fires at the next poll, or, armed during
+    /// a poll, at the one after (`hierarchy.rs`, "Due now").
     ///
     /// # Safety
     /// The caller owns the shard.
@@ -899,9 +910,9 @@ impl Shard {
             self.core(|core| {
                 let mut nodes = SlotNodes::new(&inner.arena);
                 let now = core.wheel.now();
-                let deadline = if arm.deadline <= now {
-                    rounding = u8::MAX;
-                    now.saturating_add(1)
+                let deadline = if arm.deadline < now {
+                    rounding = 0;
+                    now
                 } else {
                     arm.deadline
                 };
