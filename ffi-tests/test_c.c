@@ -1316,6 +1316,100 @@ static void test_due_now_is_the_next_advance(void) {
     done(f);
 }
 
+/* Collect-then-run on the wheel and on a claimed shard: the loop takes the
+ * due timers out without anything being called, then runs its own handlers,
+ * which stop, restart and free other collected timers. */
+static void test_collect_then_run(void) {
+    tw_wheel *wheel = NULL;
+    tw_wheel_due due[8];
+    size_t count = 0;
+    bool complete = false;
+    uint64_t k[4] = {0}, tick = 0, now = 0;
+    CHECK_OK(tw_wheel_new(0, &wheel));
+    CHECK_OK(tw_wheel_schedule(wheel, 5, (void *)(uintptr_t)1, &k[0]));
+    CHECK_OK(tw_wheel_schedule(wheel, 3, (void *)(uintptr_t)2, &k[1]));
+    CHECK_OK(tw_wheel_schedule(wheel, 5, (void *)(uintptr_t)3, &k[2]));
+    CHECK_OK(tw_wheel_schedule(wheel, 50, (void *)(uintptr_t)4, &k[3]));
+    CHECK_RESULT(tw_wheel_collect(wheel, 10, false, NULL, 1, &count, NULL), TW_NULL_POINTER);
+    /* A cap of 2: deadline order, arm order within a tick; resumable. */
+    CHECK_OK(tw_wheel_collect(wheel, 10, false, due, 2, &count, &complete));
+    CHECK(count == 2 && !complete);
+    CHECK(due[0].key == k[1] && due[0].deadline_tick == 3 && due[0].late_ticks == 7);
+    CHECK(due[1].key == k[0] && due[1].payload == (void *)(uintptr_t)1);
+    CHECK_OK(tw_wheel_collect(wheel, 10, false, due + 2, 6, &count, &complete));
+    CHECK(count == 1 && complete && due[2].key == k[2] && due[2].deadline_tick == 5);
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 10);
+    /* The handlers: collected keys are stale (freed), never another timer;
+     * a zero delay armed now is collected by the next call, once. */
+    CHECK_RESULT(tw_wheel_cancel(wheel, due[2].key, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_reschedule_after(wheel, due[0].key, 1), TW_STALE_HANDLE);
+    CHECK_OK(tw_wheel_schedule_after(wheel, 0, (void *)(uintptr_t)5, &k[0]));
+    CHECK_OK(tw_wheel_collect(wheel, 10, true, due, 8, &count, &complete));
+    CHECK(count == 1 && complete && due[0].key == k[0] && due[0].late_ticks == 0);
+    /* Kept: the key stays valid (held) until re-armed or cancelled. */
+    CHECK_RESULT(tw_wheel_deadline(wheel, k[0], &tick), TW_STALE_HANDLE);
+    CHECK_OK(tw_wheel_reschedule_after(wheel, k[0], 0));
+    CHECK_OK(tw_wheel_collect(wheel, 10, true, due, 8, &count, &complete));
+    CHECK(count == 1 && due[0].key == k[0]);
+    CHECK_OK(tw_wheel_cancel(wheel, k[0], NULL));
+    CHECK_OK(tw_wheel_collect(wheel, 10, true, due, 8, &count, &complete));
+    CHECK(count == 0 && complete);
+    CHECK_OK(tw_wheel_cancel(wheel, k[3], NULL));
+    tw_wheel_free(wheel);
+
+    /* The shard: collected without their callbacks, then handled. */
+    fixture f = manual(1);
+    record r[4];
+    reset(r, 4);
+    uint64_t t[4] = {0};
+    tw_expiry got[8];
+    size_t n = 0;
+    bool found = false;
+    CHECK_OK(tw_timer_start(f.service, 2 * MS, on_fire, &r[0], &t[0]));
+    CHECK_OK(tw_timer_start(f.service, 1 * MS, on_fire, &r[1], &t[1]));
+    CHECK_OK(tw_timer_start(f.service, 2 * MS, on_fire, &r[2], &t[2]));
+    CHECK_OK(tw_timer_start_periodic(f.service, 2 * MS, on_fire, &r[3], &t[3]));
+    CHECK_OK(tw_service_advance_clock(f.service, 2 * MS));
+    for (;;) {
+        CHECK_OK(tw_shard_poll_due(f.shard, false, &got[n], &found));
+        if (!found) {
+            break;
+        }
+        n++;
+    }
+    CHECK(n == 4);
+    CHECK(got[0].timer == t[1] && got[0].deadline_tick == 1 && got[0].poll_tick == 2);
+    CHECK(got[1].timer == t[0] && got[2].timer == t[2] && got[3].timer == t[3]);
+    for (int i = 0; i < 4; i++) {
+        CHECK(atomic_load(&r[i].fired) == 0); /* nothing was called */
+    }
+    /* Handling t[1]: stop t[0] (collected: fired), restart t[2] for now,
+     * free t[0]; the periodic one is armed for its next period. */
+    tw_stop stop = TW_STOP_CANCELLED;
+    tw_restart restart = TW_RESTART_MOVED;
+    CHECK_OK(tw_timer_stop(f.service, t[0], &stop));
+    CHECK(stop == TW_STOP_FIRED);
+    CHECK_OK(tw_timer_restart(f.service, t[2], 0, &restart));
+    CHECK(restart == TW_RESTART_REARMED);
+    CHECK_OK(tw_timer_free(f.service, t[0]));
+    CHECK_RESULT(tw_timer_stop(f.service, t[0], &stop), TW_STALE_HANDLE);
+    CHECK_OK(tw_timer_deadline_ns(f.service, t[3], &tick));
+    CHECK(tick == 4 * MS);
+    /* The next pass hands out the restarted one, and runs it when asked. */
+    CHECK_OK(tw_shard_poll_due(f.shard, true, &got[0], &found));
+    CHECK(found && got[0].timer == t[2] && got[0].deadline_tick == 2);
+    CHECK(atomic_load(&r[2].fired) == 1);
+    CHECK_OK(tw_shard_poll_due(f.shard, true, &got[0], &found));
+    CHECK(!found);
+    CHECK(advance(f, 0) == 0); /* nothing handed out fires again */
+    CHECK(advance(f, 2 * MS) == 1 && atomic_load(&r[3].fired) == 1);
+    for (int i = 1; i < 4; i++) {
+        CHECK_OK(tw_timer_free(f.service, t[i]));
+    }
+    done(f);
+}
+
 static void test_wheel_advance_to_next(void) {
     tw_wheel *wheel = NULL;
     wheel_log log;
@@ -1391,6 +1485,7 @@ int main(void) {
     test_wheel_keep();
     test_wheel_advance_to_next();
     test_due_now_is_the_next_advance();
+    test_collect_then_run();
     printf("test_c: all tests passed\n");
     return 0;
 }

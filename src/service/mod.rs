@@ -74,7 +74,7 @@ use std::time::Duration;
 pub use builder::Builder;
 pub use clock::{Clock, ManualClock};
 pub use config::{Driver, PanicReport, PanicSite};
-pub use driver::ShardGuard;
+pub use driver::{Due, ShardGuard};
 pub use expiry::Expiry;
 pub use stats::Stats;
 pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};

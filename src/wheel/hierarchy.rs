@@ -272,6 +272,12 @@ impl Hierarchy {
         self.in_pass = false;
     }
 
+    /// Whether a pass is running.
+    #[inline]
+    pub(crate) fn in_pass(&self) -> bool {
+        self.in_pass
+    }
+
     /// Moves `now` to `tick` (not earlier): what is armed from here on for
     /// `tick` waits for the next pass.
     #[inline(always)]
