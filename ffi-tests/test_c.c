@@ -50,6 +50,7 @@ enum {
     ACT_FREE_OTHER,
     ACT_START_OTHER,
     ACT_SLEEP_50MS,
+    ACT_RESTART_SELF_NOW,
 };
 
 static void on_fire(void *ctx, const tw_expiry *expiry) {
@@ -71,6 +72,13 @@ static void on_fire(void *ctx, const tw_expiry *expiry) {
         r->seen_outcome = (int)outcome;
         break;
     }
+    case ACT_RESTART_SELF_NOW:
+        if (n < 4) {
+            tw_restart outcome = TW_RESTART_MOVED;
+            r->seen = tw_timer_restart(r->service, expiry->timer, 0, &outcome);
+            r->seen_outcome = (int)outcome;
+        }
+        break;
     case ACT_RESTART_SELF:
         if (n < 3) {
             tw_restart outcome = TW_RESTART_MOVED;
@@ -460,9 +468,9 @@ static void test_zero_and_huge_delays(void) {
     CHECK(advance(f, 5 * MS) == 0);
     CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &zero));
     CHECK(atomic_load(&r[0].fired) == 0); /* never inside start */
-    CHECK(advance(f, 0) == 0);            /* not at the tick already processed */
-    CHECK(advance(f, MS) == 1);           /* the next tick */
+    CHECK(advance(f, 0) == 1);            /* due now: the next poll, not a tick later */
     CHECK(atomic_load(&r[0].fired) == 1);
+    CHECK(advance(f, MS) == 0);           /* and only once */
 
     CHECK_OK(tw_timer_start(f.service, UINT64_MAX, on_fire, &r[1], &huge));
     CHECK_OK(tw_shard_next_deadline_ns(f.shard, &ns));
@@ -959,8 +967,9 @@ static void on_wheel(void *ctx, uint64_t key, uint64_t deadline, void *payload) 
     if (log->action == 1) {
         uint64_t k = 0;
         log->action = 0;
-        /* Schedule (due at once, so later in this same advance), cancel,
-         * reschedule: all allowed. Advancing and clearing are not. */
+        /* Schedule (for the tick being processed: due to the next
+         * advance), cancel, reschedule: all allowed. Advancing and
+         * clearing are not. */
         log->seen[0] = tw_wheel_schedule(log->wheel, now, (void *)(uintptr_t)99, &k);
         log->seen[1] = tw_wheel_cancel(log->wheel, log->victim, NULL);
         log->seen[2] = tw_wheel_advance(log->wheel, now + 1, 1, on_wheel, log, NULL, NULL);
@@ -1060,7 +1069,13 @@ static void test_wheel(void) {
     CHECK_OK(tw_wheel_advance(wheel, 3000, 100, on_wheel, &log, &expired, &complete));
     CHECK(log.seen[0] == TW_OK && log.seen[1] == TW_OK);
     CHECK(log.seen[2] == TW_REENTRANT && log.seen[3] == TW_REENTRANT);
-    CHECK(expired == 2 && complete && log.order[0] == 1 && log.order[1] == 99);
+    /* 99, armed for tick 2010 while this advance processed it, waits for
+     * the next advance, which fires it first, on its tick (CONTRACT 1). */
+    CHECK(expired == 1 && !complete && log.order[0] == 1);
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 2010);
+    CHECK_OK(tw_wheel_advance(wheel, 3000, 100, on_wheel, &log, &expired, &complete));
+    CHECK(expired == 1 && complete && log.order[1] == 99);
     CHECK(log.at[1] == 2010);
 
     /* The end of time: saturates, never wraps. */
@@ -1230,6 +1245,171 @@ static void test_wheel_keep(void) {
 
 /* tw_wheel_advance_to_next: time jumps to the next event (at most cap ticks
  * ahead) and what is due there fires, in one call. */
+/* CONTRACT 1, "due now": a timer armed for a tick the current advance or
+ * poll has reached fires in the next one, not in this one and not a tick
+ * later. */
+typedef struct {
+    const tw_wheel *wheel;
+    int fired;
+    uint64_t at[8];
+} rearm_log;
+
+static void rearm_for_now(void *ctx, uint64_t key, uint64_t deadline, void *payload) {
+    rearm_log *log = ctx;
+    (void)payload;
+    log->at[log->fired++] = deadline;
+    if (log->fired < 4) {
+        CHECK_OK(tw_wheel_reschedule_after(log->wheel, key, 0)); /* held: armed again */
+    }
+}
+
+static void test_due_now_is_the_next_advance(void) {
+    /* The wheel: a callback re-arming its own (held) timer for now fires
+     * once per advance; an uncapped advance returns. */
+    tw_wheel *wheel = NULL;
+    rearm_log log = {0};
+    uint64_t key = 0, now = 0;
+    size_t expired = 0;
+    bool complete = true;
+    CHECK_OK(tw_wheel_new(0, &wheel));
+    log.wheel = wheel;
+    CHECK_OK(tw_wheel_schedule(wheel, 7, NULL, &key));
+    for (int round = 1; round <= 4; round++) {
+        CHECK_OK(tw_wheel_advance_keep(wheel, 100, SIZE_MAX, rearm_for_now, &log, &expired,
+                                       &complete));
+        CHECK(expired == 1 && log.fired == round);
+        CHECK(complete == (round == 4));
+        CHECK_OK(tw_wheel_now(wheel, &now));
+        CHECK(now == (round == 4 ? 100 : 7));
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(log.at[i] == 7); /* on its tick, never a tick later */
+    }
+    CHECK_OK(tw_wheel_cancel(wheel, key, NULL));
+    /* Armed for now between advances: the next advance fires it. */
+    CHECK_OK(tw_wheel_schedule_after(wheel, 0, NULL, &key));
+    CHECK_OK(tw_wheel_advance(wheel, 100, SIZE_MAX, leave_held, NULL, &expired, &complete));
+    CHECK(expired == 1 && complete);
+    tw_wheel_free(wheel);
+
+    /* The service: a zero delay started between polls fires at the next
+     * poll with no tick of the clock; re-armed for now from its callback,
+     * it fires once per poll. */
+    fixture f = manual(1);
+    record r[1];
+    reset(r, 1);
+    uint64_t timer = 0;
+    CHECK(advance(f, 3 * MS) == 0);
+    CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &timer));
+    CHECK(advance(f, 0) == 1 && r[0].last.deadline_tick == 3);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    reset(r, 1);
+    r[0].action = ACT_RESTART_SELF_NOW;
+    r[0].service = f.service;
+    CHECK_OK(tw_timer_start(f.service, 0, on_fire, &r[0], &timer));
+    for (int round = 1; round <= 4; round++) {
+        CHECK(advance(f, 0) == 1 && r[0].seen == TW_OK);
+    }
+    CHECK(advance(f, 0) == 0); /* the fourth run did not re-arm */
+    CHECK(atomic_load(&r[0].fired) == 4 && r[0].last.deadline_tick == 3);
+    CHECK_OK(tw_timer_free(f.service, timer));
+    done(f);
+}
+
+/* Collect-then-run on the wheel and on a claimed shard: the loop takes the
+ * due timers out without anything being called, then runs its own handlers,
+ * which stop, restart and free other collected timers. */
+static void test_collect_then_run(void) {
+    tw_wheel *wheel = NULL;
+    tw_wheel_due due[8];
+    size_t count = 0;
+    bool complete = false;
+    uint64_t k[4] = {0}, tick = 0, now = 0;
+    CHECK_OK(tw_wheel_new(0, &wheel));
+    CHECK_OK(tw_wheel_schedule(wheel, 5, (void *)(uintptr_t)1, &k[0]));
+    CHECK_OK(tw_wheel_schedule(wheel, 3, (void *)(uintptr_t)2, &k[1]));
+    CHECK_OK(tw_wheel_schedule(wheel, 5, (void *)(uintptr_t)3, &k[2]));
+    CHECK_OK(tw_wheel_schedule(wheel, 50, (void *)(uintptr_t)4, &k[3]));
+    CHECK_RESULT(tw_wheel_collect(wheel, 10, false, NULL, 1, &count, NULL), TW_NULL_POINTER);
+    /* A cap of 2: deadline order, arm order within a tick; resumable. */
+    CHECK_OK(tw_wheel_collect(wheel, 10, false, due, 2, &count, &complete));
+    CHECK(count == 2 && !complete);
+    CHECK(due[0].key == k[1] && due[0].deadline_tick == 3 && due[0].late_ticks == 7);
+    CHECK(due[1].key == k[0] && due[1].payload == (void *)(uintptr_t)1);
+    CHECK_OK(tw_wheel_collect(wheel, 10, false, due + 2, 6, &count, &complete));
+    CHECK(count == 1 && complete && due[2].key == k[2] && due[2].deadline_tick == 5);
+    CHECK_OK(tw_wheel_now(wheel, &now));
+    CHECK(now == 10);
+    /* The handlers: collected keys are stale (freed), never another timer;
+     * a zero delay armed now is collected by the next call, once. */
+    CHECK_RESULT(tw_wheel_cancel(wheel, due[2].key, NULL), TW_STALE_HANDLE);
+    CHECK_RESULT(tw_wheel_reschedule_after(wheel, due[0].key, 1), TW_STALE_HANDLE);
+    CHECK_OK(tw_wheel_schedule_after(wheel, 0, (void *)(uintptr_t)5, &k[0]));
+    CHECK_OK(tw_wheel_collect(wheel, 10, true, due, 8, &count, &complete));
+    CHECK(count == 1 && complete && due[0].key == k[0] && due[0].late_ticks == 0);
+    /* Kept: the key stays valid (held) until re-armed or cancelled. */
+    CHECK_RESULT(tw_wheel_deadline(wheel, k[0], &tick), TW_STALE_HANDLE);
+    CHECK_OK(tw_wheel_reschedule_after(wheel, k[0], 0));
+    CHECK_OK(tw_wheel_collect(wheel, 10, true, due, 8, &count, &complete));
+    CHECK(count == 1 && due[0].key == k[0]);
+    CHECK_OK(tw_wheel_cancel(wheel, k[0], NULL));
+    CHECK_OK(tw_wheel_collect(wheel, 10, true, due, 8, &count, &complete));
+    CHECK(count == 0 && complete);
+    CHECK_OK(tw_wheel_cancel(wheel, k[3], NULL));
+    tw_wheel_free(wheel);
+
+    /* The shard: collected without their callbacks, then handled. */
+    fixture f = manual(1);
+    record r[4];
+    reset(r, 4);
+    uint64_t t[4] = {0};
+    tw_expiry got[8];
+    size_t n = 0;
+    bool found = false;
+    CHECK_OK(tw_timer_start(f.service, 2 * MS, on_fire, &r[0], &t[0]));
+    CHECK_OK(tw_timer_start(f.service, 1 * MS, on_fire, &r[1], &t[1]));
+    CHECK_OK(tw_timer_start(f.service, 2 * MS, on_fire, &r[2], &t[2]));
+    CHECK_OK(tw_timer_start_periodic(f.service, 2 * MS, on_fire, &r[3], &t[3]));
+    CHECK_OK(tw_service_advance_clock(f.service, 2 * MS));
+    for (;;) {
+        CHECK_OK(tw_shard_poll_due(f.shard, false, &got[n], &found));
+        if (!found) {
+            break;
+        }
+        n++;
+    }
+    CHECK(n == 4);
+    CHECK(got[0].timer == t[1] && got[0].deadline_tick == 1 && got[0].poll_tick == 2);
+    CHECK(got[1].timer == t[0] && got[2].timer == t[2] && got[3].timer == t[3]);
+    for (int i = 0; i < 4; i++) {
+        CHECK(atomic_load(&r[i].fired) == 0); /* nothing was called */
+    }
+    /* Handling t[1]: stop t[0] (collected: fired), restart t[2] for now,
+     * free t[0]; the periodic one is armed for its next period. */
+    tw_stop stop = TW_STOP_CANCELLED;
+    tw_restart restart = TW_RESTART_MOVED;
+    CHECK_OK(tw_timer_stop(f.service, t[0], &stop));
+    CHECK(stop == TW_STOP_FIRED);
+    CHECK_OK(tw_timer_restart(f.service, t[2], 0, &restart));
+    CHECK(restart == TW_RESTART_REARMED);
+    CHECK_OK(tw_timer_free(f.service, t[0]));
+    CHECK_RESULT(tw_timer_stop(f.service, t[0], &stop), TW_STALE_HANDLE);
+    CHECK_OK(tw_timer_deadline_ns(f.service, t[3], &tick));
+    CHECK(tick == 4 * MS);
+    /* The next pass hands out the restarted one, and runs it when asked. */
+    CHECK_OK(tw_shard_poll_due(f.shard, true, &got[0], &found));
+    CHECK(found && got[0].timer == t[2] && got[0].deadline_tick == 2);
+    CHECK(atomic_load(&r[2].fired) == 1);
+    CHECK_OK(tw_shard_poll_due(f.shard, true, &got[0], &found));
+    CHECK(!found);
+    CHECK(advance(f, 0) == 0); /* nothing handed out fires again */
+    CHECK(advance(f, 2 * MS) == 1 && atomic_load(&r[3].fired) == 1);
+    for (int i = 1; i < 4; i++) {
+        CHECK_OK(tw_timer_free(f.service, t[i]));
+    }
+    done(f);
+}
+
 static void test_wheel_advance_to_next(void) {
     tw_wheel *wheel = NULL;
     wheel_log log;
@@ -1304,6 +1484,8 @@ int main(void) {
     test_wheel_relative_and_ranges();
     test_wheel_keep();
     test_wheel_advance_to_next();
+    test_due_now_is_the_next_advance();
+    test_collect_then_run();
     printf("test_c: all tests passed\n");
     return 0;
 }

@@ -456,6 +456,30 @@ typedef void (*tw_ctx_free_fn)(void *ctx);
  */
 typedef void (*tw_wheel_expired_fn)(void *ctx, uint64_t key, uint64_t deadline_tick, void *payload);
 
+/**
+ * A timer handed out by `tw_wheel_collect`, whose callback the caller
+ * runs itself.
+ */
+typedef struct tw_wheel_due {
+  /**
+   * Its key: stale once collected, unless collected with `keep` (then
+   * held under it, as by `tw_wheel_advance_keep`).
+   */
+  uint64_t key;
+  /**
+   * The tick it was due at.
+   */
+  uint64_t deadline_tick;
+  /**
+   * How many ticks the collect's target lies past that deadline.
+   */
+  uint64_t late_ticks;
+  /**
+   * The payload it was armed with.
+   */
+  void *payload;
+} tw_wheel_due;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -651,6 +675,39 @@ TW_MUST_USE tw_result tw_shard_release(struct tw_shard *shard);
  * The pointer rules (top of tickwheel.h; the ffi module's conventions).
  */
 TW_MUST_USE tw_result tw_shard_poll(const struct tw_shard *shard, size_t *fired_out);
+
+/**
+ * Collect-then-run, one timer at a time: takes the next timer of this
+ * shard due by now, writes what a callback would get to `*due_out` and
+ * `true` to `*found_out` (`false`, and nothing to `*due_out`, when nothing
+ * more is due). With `run` true it calls the timer's callback here, as
+ * `tw_shard_poll` would; with `run` false it calls nothing, and the caller
+ * handles the timer itself, by `due_out->timer` (a loop that runs its
+ * handlers in its own order, on its own stack, after releasing a lock).
+ *
+ * Either way the timer has fired once this returns, exactly once: it is
+ * never handed out again for this arming, `tw_timer_stop` returns
+ * `TW_STOP_FIRED` for it (a periodic timer is already armed for its next
+ * period, which a stop cancels), and `tw_timer_restart` arms it again. Its
+ * `ctx` is not freed by collecting it (only by `tw_timer_free` or, for a
+ * timer made with a `ctx_free`, when the service lets go of its callback:
+ * after collecting a one-shot timer unless restarted). Calls until one
+ * finds nothing form one pass: a timer armed meanwhile for the tick already
+ * reached (a zero delay) is handed out in the next pass (CONTRACT 1).
+ *
+ * Returns `TW_REENTRANT` from inside one of this shard's callbacks,
+ * `TW_SHUTDOWN` once the service was shut down, `TW_WRONG_THREAD`.
+ *
+ * Thread safety: only the claiming thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_shard_poll_due(const struct tw_shard *shard,
+                            bool run,
+                            struct tw_expiry *due_out,
+                            bool *found_out);
 
 /**
  * Writes the nanoseconds until this shard's earliest armed timer is due to
@@ -1173,6 +1230,14 @@ tw_result tw_wheel_cancel(const struct tw_wheel *wheel,
  * again to go on exactly where it stopped. A target before now counts as
  * now.
  *
+ * Due now: a timer the callback arms (or moves) for the tick being
+ * processed fires in the next advance, not in this one and not a tick
+ * later. This call stops at that tick once the timers armed before are
+ * done (`*complete_out` false, `tw_wheel_now` that tick), and the next call
+ * fires it first, on its tick; a callback that keeps re-arming its own
+ * timer for now therefore fires once per advance. Armed between advances,
+ * such a timer fires in the next one.
+ *
  * Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
  * the wheel's own callback.
  *
@@ -1247,6 +1312,45 @@ tw_result tw_wheel_advance_to_next(const struct tw_wheel *wheel,
                                    uint64_t *tick_out,
                                    size_t *expired_out,
                                    bool *complete_out);
+
+/**
+ * Collect-then-run: moves the wheel's time towards `target_tick` as
+ * `tw_wheel_advance` does, but instead of calling anything it writes the
+ * timers that come due to `due_out[0..max]`, in the order an advance would
+ * fire them (deadline order, arm order within a tick), and how many to
+ * `*count_out`. The caller then runs them in its own order, on its own
+ * stack (after releasing a lock, say): the timers phase of an event loop.
+ *
+ * Writes to `*complete_out` (may be NULL) whether the target was reached
+ * with nothing left due; when `max` stopped it, call again to go on where
+ * it stopped. Each timer is handed out once (exactly once, as by an
+ * advance). With `keep` false a collected timer is freed: its key is stale
+ * at once (`TW_STALE_HANDLE` from `tw_wheel_cancel` and the reschedule
+ * functions), so a handler that cancels another collected timer gets that
+ * error, never another timer. With `keep` true it is held under its key as
+ * by `tw_wheel_advance_keep`: a reschedule arms it again, `tw_wheel_cancel`
+ * frees it. Timers the caller arms while running what it collected, for the
+ * tick the wheel has reached (a zero delay), are collected by the next call
+ * (CONTRACT 1). `tw_wheel_now` reads the tick of the last timer collected,
+ * or the target once complete.
+ *
+ * `due_out` may be NULL only when `max` is 0. Returns `TW_REENTRANT` from
+ * inside the wheel's own advance or clear callback.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions);
+ * `due_out` points to `max` writable `tw_wheel_due`.
+ */
+TW_MUST_USE
+tw_result tw_wheel_collect(const struct tw_wheel *wheel,
+                           uint64_t target_tick,
+                           bool keep,
+                           struct tw_wheel_due *due_out,
+                           size_t max,
+                           size_t *count_out,
+                           bool *complete_out);
 
 /**
  * Removes every armed timer, and every timer held by

@@ -85,7 +85,7 @@ pub mod wheel;
 
 pub use error::TimerError;
 pub use service::{
-    Builder, Clock, Driver, Expiry, ManualClock, PanicReport, PanicSite, Restart, ShardGuard,
+    Builder, Clock, Driver, Due, Expiry, ManualClock, PanicReport, PanicSite, Restart, ShardGuard,
     Stats, Stop, StopSync, Timer, TimerId, TimerService, TimerSpec,
 };
 pub use wheel::{Advance, Expired, TimerKey, Wheel};

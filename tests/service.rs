@@ -296,7 +296,7 @@ fn item4_far_deadlines_saturate_and_the_clock_never_goes_back() {
 
     // The end of the clock (u64::MAX nanoseconds, 584 years): deadlines
     // saturate at its last tick and fire when it is reached. A timer armed
-    // after that tick was processed has no later tick to fire at.
+    // after that tick was processed is due at it: the next poll fires it.
     let end_tick = u64::MAX / 1_000_000;
     let _huge = service.start(Duration::MAX, log.callback(2)).unwrap();
     clock.set(Duration::from_nanos(u64::MAX - 1_000_000_000)); // a second before
@@ -309,9 +309,14 @@ fn item4_far_deadlines_saturate_and_the_clock_never_goes_back() {
     guard.poll().unwrap();
     assert_eq!(log.take(), vec![(2, end_tick, end_tick)]);
     let late = service.start(Duration::ZERO, log.callback(3)).unwrap();
+    let never = service.start(Duration::MAX, log.callback(4)).unwrap();
     guard.poll().unwrap();
-    assert!(log.take().is_empty());
-    assert_eq!(late.stop(), Stop::Cancelled);
+    assert_eq!(
+        log.take(),
+        vec![(3, end_tick, end_tick), (4, end_tick, end_tick)]
+    );
+    assert_eq!(late.stop(), Stop::Fired);
+    assert_eq!(never.stop(), Stop::Fired);
 }
 
 #[test]

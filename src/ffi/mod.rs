@@ -80,7 +80,7 @@ pub use service::{
 };
 pub use shard::{
     tw_shard, tw_shard_claim, tw_shard_index, tw_shard_next_deadline_ns, tw_shard_next_timeout_ms,
-    tw_shard_poll, tw_shard_release,
+    tw_shard_poll, tw_shard_poll_due, tw_shard_release,
 };
 pub use timer::{
     tw_callback, tw_ctx_free_fn, tw_expiry, tw_restart, tw_stop, tw_stop_sync,
@@ -93,11 +93,11 @@ pub use version::{
 };
 pub use wheel::{
     tw_wheel, tw_wheel_advance, tw_wheel_advance_keep, tw_wheel_cancel, tw_wheel_clear,
-    tw_wheel_deadline, tw_wheel_expired_fn, tw_wheel_free, tw_wheel_len, tw_wheel_new,
-    tw_wheel_next_event, tw_wheel_now, tw_wheel_reschedule, tw_wheel_reschedule_after,
-    tw_wheel_reschedule_in_range, tw_wheel_reschedule_in_range_after, tw_wheel_schedule,
-    tw_wheel_schedule_after, tw_wheel_schedule_in_range, tw_wheel_schedule_in_range_after,
-    tw_wheel_schedule_in_range_at, tw_wheel_ticks_to_next_event,
+    tw_wheel_collect, tw_wheel_deadline, tw_wheel_due, tw_wheel_expired_fn, tw_wheel_free,
+    tw_wheel_len, tw_wheel_new, tw_wheel_next_event, tw_wheel_now, tw_wheel_reschedule,
+    tw_wheel_reschedule_after, tw_wheel_reschedule_in_range, tw_wheel_reschedule_in_range_after,
+    tw_wheel_schedule, tw_wheel_schedule_after, tw_wheel_schedule_in_range,
+    tw_wheel_schedule_in_range_after, tw_wheel_schedule_in_range_at, tw_wheel_ticks_to_next_event,
 };
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

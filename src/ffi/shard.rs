@@ -10,7 +10,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_int;
 use std::thread::ThreadId;
 
-use super::{arg, boundary, out, out_opt, put, put_opt, tw_result, tw_service};
+use super::{arg, boundary, out, out_opt, put, put_opt, tw_expiry, tw_result, tw_service};
 use crate::ShardGuard;
 
 /// Ownership of one shard of an embedded service by the thread that claimed
@@ -149,6 +149,74 @@ pub unsafe extern "C" fn tw_shard_poll(shard: *const tw_shard, fired_out: *mut u
         let fired = shard.with(|guard| guard.poll())??;
         // SAFETY: checked by `out_opt`.
         unsafe { put_opt(fired_out, fired) };
+        Ok(())
+    })
+}
+
+/// Collect-then-run, one timer at a time: takes the next timer of this
+/// shard due by now, writes what a callback would get to `*due_out` and
+/// `true` to `*found_out` (`false`, and nothing to `*due_out`, when nothing
+/// more is due). With `run` true it calls the timer's callback here, as
+/// `tw_shard_poll` would; with `run` false it calls nothing, and the caller
+/// handles the timer itself, by `due_out->timer` (a loop that runs its
+/// handlers in its own order, on its own stack, after releasing a lock).
+///
+/// Either way the timer has fired once this returns, exactly once: it is
+/// never handed out again for this arming, `tw_timer_stop` returns
+/// `TW_STOP_FIRED` for it (a periodic timer is already armed for its next
+/// period, which a stop cancels), and `tw_timer_restart` arms it again. Its
+/// `ctx` is not freed by collecting it (only by `tw_timer_free` or, for a
+/// timer made with a `ctx_free`, when the service lets go of its callback:
+/// after collecting a one-shot timer unless restarted). Calls until one
+/// finds nothing form one pass: a timer armed meanwhile for the tick already
+/// reached (a zero delay) is handed out in the next pass (CONTRACT 1).
+///
+/// Returns `TW_REENTRANT` from inside one of this shard's callbacks,
+/// `TW_SHUTDOWN` once the service was shut down, `TW_WRONG_THREAD`.
+///
+/// Thread safety: only the claiming thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_shard_poll_due(
+    shard: *const tw_shard,
+    run: bool,
+    due_out: *mut tw_expiry,
+    found_out: *mut bool,
+) -> tw_result {
+    boundary(|| {
+        let due_out = out(due_out)?;
+        let found_out = out(found_out)?;
+        // SAFETY: the caller passes NULL or a live claim.
+        let shard = unsafe { arg(shard) }?;
+        let due = shard.with(|guard| {
+            let index = guard.index();
+            guard.poll_due().map(|due| {
+                due.map(|due| {
+                    let info = tw_expiry {
+                        timer: due.id().to_raw(),
+                        shard: index,
+                        deadline_tick: due.deadline_tick(),
+                        poll_tick: due.poll_tick(),
+                        lateness_ns: u64::try_from(due.lateness().as_nanos()).unwrap_or(u64::MAX),
+                        overruns: due.overruns(),
+                    };
+                    if run {
+                        due.run();
+                    }
+                    info
+                })
+            })
+        })??;
+        // SAFETY: checked by `out`.
+        unsafe {
+            put(found_out, due.is_some());
+            if let Some(info) = due {
+                put(due_out, info);
+            }
+        }
         Ok(())
     })
 }

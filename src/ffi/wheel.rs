@@ -464,6 +464,14 @@ pub unsafe extern "C" fn tw_wheel_cancel(
 /// again to go on exactly where it stopped. A target before now counts as
 /// now.
 ///
+/// Due now: a timer the callback arms (or moves) for the tick being
+/// processed fires in the next advance, not in this one and not a tick
+/// later. This call stops at that tick once the timers armed before are
+/// done (`*complete_out` false, `tw_wheel_now` that tick), and the next call
+/// fires it first, on its tick; a callback that keeps re-arming its own
+/// timer for now therefore fires once per advance. Armed between advances,
+/// such a timer fires in the next one.
+///
 /// Returns `TW_NULL_POINTER` for a NULL callback, `TW_REENTRANT` from inside
 /// the wheel's own callback.
 ///
@@ -673,12 +681,15 @@ unsafe fn advance_loop<const KEEP: bool>(
     let mut expired = 0;
     // Cleared when the loop finds nothing more due by `target`.
     let mut stopped_at_cap = true;
+    // One pass: a timer a callback arms for the tick being processed is
+    // due to the next advance (`Wheel::advance`).
+    wheel.with(|w| w.begin_pass());
     while expired < max {
         let fired = wheel.with(|w| {
             if KEEP {
-                w.poll_keep(target)
+                w.pop_keep(target)
             } else {
-                w.poll(target)
+                w.pop(target)
             }
         });
         match fired {
@@ -696,13 +707,127 @@ unsafe fn advance_loop<const KEEP: bool>(
             }
         }
     }
-    let complete = !stopped_at_cap || wheel.with(|w| w.finish_capped_advance(target));
+    let complete = wheel.with(|w| {
+        w.end_pass();
+        if stopped_at_cap {
+            w.finish_capped_advance(target)
+        } else {
+            // Stopped at a timer armed during this call for the tick it
+            // had reached, or reached the target with nothing left due.
+            !w.is_due_now()
+        }
+    });
     // SAFETY: checked by `out_opt`.
     unsafe {
         put_opt(expired_out, expired);
         put_opt(complete_out, complete);
     }
     Ok(())
+}
+
+/// A timer handed out by `tw_wheel_collect`, whose callback the caller
+/// runs itself.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub struct tw_wheel_due {
+    /// Its key: stale once collected, unless collected with `keep` (then
+    /// held under it, as by `tw_wheel_advance_keep`).
+    pub key: u64,
+    /// The tick it was due at.
+    pub deadline_tick: u64,
+    /// How many ticks the collect's target lies past that deadline.
+    pub late_ticks: u64,
+    /// The payload it was armed with.
+    pub payload: *mut c_void,
+}
+
+/// Collect-then-run: moves the wheel's time towards `target_tick` as
+/// `tw_wheel_advance` does, but instead of calling anything it writes the
+/// timers that come due to `due_out[0..max]`, in the order an advance would
+/// fire them (deadline order, arm order within a tick), and how many to
+/// `*count_out`. The caller then runs them in its own order, on its own
+/// stack (after releasing a lock, say): the timers phase of an event loop.
+///
+/// Writes to `*complete_out` (may be NULL) whether the target was reached
+/// with nothing left due; when `max` stopped it, call again to go on where
+/// it stopped. Each timer is handed out once (exactly once, as by an
+/// advance). With `keep` false a collected timer is freed: its key is stale
+/// at once (`TW_STALE_HANDLE` from `tw_wheel_cancel` and the reschedule
+/// functions), so a handler that cancels another collected timer gets that
+/// error, never another timer. With `keep` true it is held under its key as
+/// by `tw_wheel_advance_keep`: a reschedule arms it again, `tw_wheel_cancel`
+/// frees it. Timers the caller arms while running what it collected, for the
+/// tick the wheel has reached (a zero delay), are collected by the next call
+/// (CONTRACT 1). `tw_wheel_now` reads the tick of the last timer collected,
+/// or the target once complete.
+///
+/// `due_out` may be NULL only when `max` is 0. Returns `TW_REENTRANT` from
+/// inside the wheel's own advance or clear callback.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions);
+/// `due_out` points to `max` writable `tw_wheel_due`.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_wheel_collect(
+    wheel: *const tw_wheel,
+    target_tick: u64,
+    keep: bool,
+    due_out: *mut tw_wheel_due,
+    max: usize,
+    count_out: *mut usize,
+    complete_out: *mut bool,
+) -> tw_result {
+    boundary(|| {
+        let count_out = out(count_out)?;
+        let complete_out = out_opt(complete_out)?;
+        let due_out = if max == 0 { None } else { Some(out(due_out)?) };
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let _collecting = wheel.enter()?;
+        let (count, complete) = wheel.with(|w| {
+            w.end_pass();
+            let target = target_tick.max(w.now());
+            let mut count = 0;
+            while let Some(array) = due_out.filter(|_| count < max) {
+                let popped = if keep {
+                    w.pop_keep(target)
+                } else {
+                    w.pop(target)
+                };
+                let Some(timer) = popped else {
+                    break;
+                };
+                let due = tw_wheel_due {
+                    key: key_to_c(timer.key),
+                    deadline_tick: timer.deadline,
+                    late_ticks: target - timer.deadline,
+                    payload: timer.value,
+                };
+                // SAFETY: `count < max`, and the caller gave `max` writable
+                // entries at an aligned, non-null `due_out` (checked).
+                unsafe { array.as_ptr().add(count).write(due) };
+                count += 1;
+            }
+            // Nothing runs between these pops, so no pass is needed: what
+            // the caller arms afterwards is collected by the next call.
+            let complete = if count < max {
+                true
+            } else {
+                w.finish_capped_advance(target)
+            };
+            (count, complete)
+        });
+        // SAFETY: checked by `out` and `out_opt`.
+        unsafe {
+            put(count_out, count);
+            put_opt(complete_out, complete);
+        }
+        Ok(())
+    })
 }
 
 /// Removes every armed timer, and every timer held by

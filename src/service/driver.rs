@@ -7,7 +7,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::config::Config;
-use super::{Driver, Inner, OWNED_SHARD};
+use super::shard::Fired;
+use super::{Driver, Inner, TimerId, OWNED_SHARD};
 use crate::sync::{thread, Arc};
 use crate::TimerError;
 
@@ -80,6 +81,67 @@ impl ShardGuard {
         // SAFETY: this guard is the shard's claim, and `enter_poll` succeeded.
         let polled = unsafe { shard.poll(&self.inner, self.shard, now) };
         Ok(polled.fired)
+    }
+
+    /// Collect-then-run: hands out the next timer of this shard due by the
+    /// service clock's current time without running its callback, for a
+    /// loop that runs timers on its own stack, when it chooses (libuv's
+    /// timers phase; a loop that releases a lock first). `None` when
+    /// nothing more is due.
+    ///
+    /// The handed-out [`Due`] has fired: its arming is decided exactly as a
+    /// [`poll`](Self::poll) decides it, once, so it is never handed out or
+    /// run again, and a STOP of it returns [`Stop::Running`](crate::Stop)
+    /// until the `Due` is gone, then [`Stop::Fired`](crate::Stop) (a
+    /// periodic timer is re-armed when the `Due` goes, on its grid, and
+    /// its next arming can be cancelled). [`Due::run`] runs the callback
+    /// here, as a poll would; dropping the `Due` unrun ends the expiry
+    /// without running it. Either way the callback stays the timer's
+    /// (a periodic one runs again next period).
+    ///
+    /// One `Due` at a time: it borrows the guard. Calls until `None` form
+    /// one pass: a timer armed meanwhile for the tick already reached (a
+    /// callback restarting itself with zero delay) is handed out by the next
+    /// round, after this one returned `None` (CONTRACT 1).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tickwheel::{Driver, TimerService};
+    /// let service = TimerService::builder().shards(1).driver(Driver::Embedded).build()?;
+    /// let mut guard = service.claim_shard(0)?;
+    /// let timer = service.start(Duration::ZERO, |_| println!("ran"))?;
+    /// let mut ids = Vec::new();
+    /// while let Some(due) = guard.poll_due()? {
+    ///     ids.push(due.id());
+    ///     due.run(); // or drop it: the timer fired, its callback not run
+    /// }
+    /// assert_eq!(ids, [timer.id()]);
+    /// # Ok::<(), tickwheel::TimerError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`poll`](Self::poll).
+    pub fn poll_due(&mut self) -> Result<Option<Due<'_>>, TimerError> {
+        let shard = &self.inner.shards[self.shard];
+        if !shard.enter_poll() {
+            return Err(TimerError::Reentrant);
+        }
+        let _polling = Polling(shard);
+        if self.inner.is_shut_down() {
+            shard.sweep(&self.inner, self.shard);
+            return Err(TimerError::Shutdown);
+        }
+        shard.mark_awake();
+        let now = self.inner.current_tick(self.shard);
+        // SAFETY: this guard is the shard's claim, `enter_poll` succeeded,
+        // and no `Due` is alive (it borrows the guard).
+        let fired = unsafe { shard.collect(&self.inner, now) };
+        Ok(fired.map(|fired| Due {
+            inner: &self.inner,
+            shard: self.shard,
+            fired: Some(fired),
+            _not_send: PhantomData,
+        }))
     }
 
     /// The tick by which this shard must be polled again: the deadline of
@@ -186,6 +248,80 @@ impl ShardGuard {
     /// Timers in this shard's wheel.
     pub fn armed(&self) -> usize {
         self.inner.shards[self.shard].counters.armed.get() as usize
+    }
+}
+
+/// A timer handed out by [`ShardGuard::poll_due`]: it has fired, and its
+/// callback runs when the caller calls [`run`](Self::run), on this thread;
+/// dropped unrun, the expiry ends without it. Not `Send`: the owner's.
+pub struct Due<'a> {
+    inner: &'a Arc<Inner>,
+    shard: usize,
+    /// `Some` until the expiry is finished (by `Drop`).
+    fired: Option<Fired>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Due<'_> {
+    fn fired(&self) -> &Fired {
+        self.fired
+            .as_ref()
+            .expect("a Due holds its expiry until dropped")
+    }
+
+    /// The timer that is due.
+    pub fn id(&self) -> TimerId {
+        self.fired().id
+    }
+
+    /// The tick it was due at.
+    pub fn deadline_tick(&self) -> u64 {
+        self.fired().deadline
+    }
+
+    /// The tick the service clock read when it was handed out.
+    pub fn poll_tick(&self) -> u64 {
+        self.fired().now
+    }
+
+    /// How late it was handed out: from the deadline asked for, on the
+    /// service's clock (as [`Expiry::lateness`](crate::Expiry::lateness)).
+    pub fn lateness(&self) -> Duration {
+        Duration::from_nanos(self.fired().lateness)
+    }
+
+    /// For a periodic timer: periods skipped because the owner was late.
+    pub fn overruns(&self) -> u64 {
+        self.fired().overruns
+    }
+
+    /// Runs the timer's callback on this thread, as a poll would (a panic is
+    /// caught, counted and reported: CONTRACT 16), and ends the expiry.
+    pub fn run(mut self) {
+        let (inner, shard) = (self.inner, self.shard);
+        if let Some(fired) = self.fired.as_mut() {
+            fired.run(inner, shard);
+        }
+    }
+}
+
+impl Drop for Due<'_> {
+    fn drop(&mut self) {
+        if let Some(fired) = self.fired.take() {
+            // SAFETY: the `Due` borrows the guard, the shard's claim, and no
+            // core reference is live in user code.
+            unsafe { self.inner.shards[self.shard].finish(self.inner, fired) };
+        }
+    }
+}
+
+impl fmt::Debug for Due<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Due")
+            .field("id", &self.id())
+            .field("deadline_tick", &self.deadline_tick())
+            .field("overruns", &self.overruns())
+            .finish()
     }
 }
 

@@ -48,10 +48,12 @@
 //!
 //! The service counts ticks from its creation. A timer started at time `t`
 //! with delay `d` gets deadline tick `ceil((t + d) / tick)`, and a shard fires
-//! tick `k` only once its clock reads at least `k * tick`: never early. A
-//! deadline at or before the tick the owner last processed goes to the next
-//! tick, so a zero delay fires at the next tick processed, and a callback that
-//! re-arms itself with zero delay cannot keep a poll busy for ever.
+//! tick `k` only once its clock reads at least `k * tick`: never early. A zero
+//! delay is due now (the tick the clock is in). A timer armed for a tick the
+//! owner has already processed is due now too, and fires at the next poll;
+//! armed during a poll (a callback re-arming itself with zero delay), at the
+//! poll after, so that it cannot keep one poll busy for ever (the wheel's
+//! "Due now" rule, `wheel/hierarchy.rs`).
 
 pub(crate) mod arena;
 mod builder;
@@ -74,7 +76,7 @@ use std::time::Duration;
 pub use builder::Builder;
 pub use clock::{Clock, ManualClock};
 pub use config::{Driver, PanicReport, PanicSite};
-pub use driver::ShardGuard;
+pub use driver::{Due, ShardGuard};
 pub use expiry::Expiry;
 pub use stats::Stats;
 pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
@@ -398,9 +400,9 @@ impl Inner {
     /// is `u64::MAX / tick`. A deadline past it (a huge delay) is held at
     /// that last tick, where it fires when the clock gets there; rounded up
     /// instead it would name a tick the clock can never read, and never
-    /// fire. (A timer armed after the last tick was processed has no later
-    /// tick at all and never fires; the service_ops fuzz target ran into
-    /// that case, see RELIABILITY.md.)
+    /// fire. (A timer armed after the last tick was processed is due at
+    /// that tick, which has been reached: the next poll fires it. The
+    /// service_ops fuzz target ran into that case, see RELIABILITY.md.)
     fn ticks_ceil(&self, nanos: u64) -> u64 {
         self.ticks.ceil(nanos).min(self.last_tick)
     }
@@ -417,10 +419,17 @@ impl Inner {
     }
 
     /// The deadline tick `delay` from now on `shard`'s clock, and its
-    /// rounding ([`remote::Arm::rounding`]).
+    /// rounding ([`remote::Arm::rounding`]). A zero delay is due now: the
+    /// tick the clock is in, which the owner's next poll has reached
+    /// (rounded up, it would wait for the clock's next tick); its lateness
+    /// then counts from that tick's start.
     #[inline]
     fn deadline_after(&self, shard: usize, delay: Duration) -> (u64, u8) {
-        self.ticks_ceil_with_rounding(self.now_nanos(shard).saturating_add(duration_nanos(delay)))
+        let now = self.now_nanos(shard);
+        if delay.is_zero() {
+            return (self.ticks.floor(now).min(self.last_tick), 0);
+        }
+        self.ticks_ceil_with_rounding(now.saturating_add(duration_nanos(delay)))
     }
 
     /// The tick the clock is in now (rounding down: tick `k` is processed

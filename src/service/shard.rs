@@ -171,6 +171,49 @@ pub(crate) struct Polled {
     pub(crate) fired: usize,
 }
 
+/// An arming that [`Shard::fire`] decided fires: its slot is `FIRED |
+/// RUNNING` and its callback taken out until [`Shard::finish`].
+pub(crate) struct Fired {
+    index: u32,
+    pub(crate) id: TimerId,
+    pub(crate) deadline: u64,
+    pub(crate) now: u64,
+    pub(crate) overruns: u64,
+    /// Nanoseconds from the deadline asked for to the fire, on the
+    /// service's clock.
+    pub(crate) lateness: u64,
+    period: u64,
+    next: u64,
+    running: Word,
+    callback: Option<Callback>,
+}
+
+impl Fired {
+    /// Runs the callback on this thread (the shard's owner), catching and
+    /// reporting a panic (CONTRACT 16).
+    pub(crate) fn run(&mut self, inner: &Arc<Inner>, shard: usize) {
+        let Some(callback) = self.callback.as_mut() else {
+            return;
+        };
+        let mut expiry = Expiry {
+            inner,
+            id: self.id,
+            shard,
+            deadline: self.deadline,
+            now: self.now,
+            overruns: self.overruns,
+            lateness_nanos: self.lateness,
+        };
+        let previous =
+            RUNNING_CALLBACK.with(|running| running.replace((inner.address(), self.id.to_raw())));
+        let result = catch_unwind(AssertUnwindSafe(|| callback.fire(&mut expiry)));
+        RUNNING_CALLBACK.with(|running| running.set(previous));
+        if let Err(payload) = result {
+            report_panic(inner, self.id, shard, PanicSite::Callback, payload);
+        }
+    }
+}
+
 /// Runs `f` on a slot's owner-side fields.
 ///
 /// # Safety
@@ -764,12 +807,21 @@ impl Shard {
     /// The caller must have claimed the shard and called `enter_poll`.
     pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, mut now: u64) -> Polled {
         let mut polled = Polled::default();
+        let mut pass_begun = false;
         loop {
             // Remote entries and expiries take turns, at most `BATCH` of each, so
             // that remote churn can delay firing by one batch at most, never
             // by the whole backlog (CONTRACT 20).
             // SAFETY (all blocks below): the caller owns the shard.
             let more_messages = unsafe { self.take_remote(inner) };
+            if !pass_begun {
+                // After the first batch of remote entries, which were armed
+                // before this poll: a timer armed from here on for a tick
+                // this poll has reached fires in the next poll (`hierarchy.rs`,
+                // "Due now").
+                unsafe { self.core(|core| core.wheel.begin_pass()) };
+                pass_begun = true;
+            }
             let mut fired_here = 0;
             while fired_here < BATCH {
                 let due = unsafe {
@@ -788,6 +840,7 @@ impl Shard {
                 fired_here += 1;
             }
             if fired_here < BATCH && !more_messages && self.remote.is_empty() {
+                unsafe { self.core(|core| core.wheel.end_pass()) };
                 unsafe { self.publish_counters(None) };
                 return polled;
             }
@@ -897,10 +950,11 @@ impl Shard {
 
     /// Puts arming `seq` of a slot into the wheel at `deadline`, moving it
     /// if an older arming is linked (it goes last among its tick's timers,
-    /// as a new arming does). A deadline at or before the last processed
-    /// tick goes to the next tick, and then counts as a full tick later than
-    /// asked for (lateness may read up to that much low; the deadline asked
-    /// for had passed when the timer was armed).
+    /// as a new arming does). A deadline before the last processed tick
+    /// goes to that tick, due now, and lateness then counts from that tick
+    /// (it may read low; the deadline asked for had passed when the timer
+    /// was armed). A timer due now fires at the next poll, or, armed during
+    /// a poll, at the one after (`hierarchy.rs`, "Due now").
     ///
     /// # Safety
     /// The caller owns the shard.
@@ -913,9 +967,9 @@ impl Shard {
             self.core(|core| {
                 let mut nodes = SlotNodes::new(&inner.arena);
                 let now = core.wheel.now();
-                let deadline = if arm.deadline <= now {
-                    rounding = u8::MAX;
-                    now.saturating_add(1)
+                let deadline = if arm.deadline < now {
+                    rounding = 0;
+                    now
                 } else {
                     arm.deadline
                 };
@@ -1079,6 +1133,30 @@ impl Shard {
         deadline: u64,
         now: u64,
     ) -> bool {
+        // SAFETY (both): forwarded.
+        let Some(mut fired) = (unsafe { self.fire(inner, index, deadline, now) }) else {
+            return false;
+        };
+        fired.run(inner, shard);
+        unsafe { self.finish(inner, fired) };
+        true
+    }
+
+    /// The first half of an expiry: decides that the slot's current arming
+    /// fires (if it is still the one in the wheel: else tidies up and
+    /// returns `None`), takes its callback out and counts the fire. The
+    /// callback then runs ([`Fired::run`]), or not (a collected timer
+    /// dropped unrun, `Due`), and [`finish`](Self::finish) ends the expiry.
+    ///
+    /// # Safety
+    /// The caller owns the shard; `poll` has just unlinked the slot.
+    pub(crate) unsafe fn fire(
+        &self,
+        inner: &Arc<Inner>,
+        index: u32,
+        deadline: u64,
+        now: u64,
+    ) -> Option<Fired> {
         // SAFETY: a linked slot is allocated.
         let slot = unsafe { inner.arena.get_allocated(index) };
         // SAFETY (all `owned` calls here): the caller owns the shard. `poll`
@@ -1091,7 +1169,7 @@ impl Shard {
                 // Stopped, released or restarted since it was linked: a
                 // message is on its way or has been handled; tidy up.
                 unsafe { self.settle(inner, slot, index, word) };
-                return false;
+                return None;
             }
             let running = word.with_arm(FIRED).with(RUNNING);
             // The linearisation point of "this arming fires".
@@ -1102,7 +1180,7 @@ impl Shard {
         };
 
         let id = TimerId::new(index, word.gen(), inner.tag);
-        let mut callback = unsafe { owned(slot, |owned| owned.callback.take()) };
+        let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
         let (period, burst) = callback
             .as_ref()
             .map_or((0, false), |callback| callback.period());
@@ -1123,24 +1201,40 @@ impl Shard {
             .saturating_sub(inner.ticks.fraction_nanos(rounding));
         let lateness = inner.clock.raw_nanos().saturating_sub(asked_for);
         self.counters.record_fire(lateness);
-        if let Some(callback) = callback.as_mut() {
-            let mut expiry = Expiry {
-                inner,
-                id,
-                shard,
-                deadline,
-                now,
-                overruns,
-                lateness_nanos: lateness,
-            };
-            let previous =
-                RUNNING_CALLBACK.with(|running| running.replace((inner.address(), id.to_raw())));
-            let result = catch_unwind(AssertUnwindSafe(|| callback.fire(&mut expiry)));
-            RUNNING_CALLBACK.with(|running| running.set(previous));
-            if let Err(payload) = result {
-                report_panic(inner, id, shard, PanicSite::Callback, payload);
-            }
-        }
+        Some(Fired {
+            index,
+            id,
+            deadline,
+            now,
+            overruns,
+            lateness,
+            period,
+            next,
+            running,
+            callback,
+        })
+    }
+
+    /// The second half of an expiry: puts the callback back, re-arms a
+    /// periodic timer unless anyone stopped, restarted or released it
+    /// meanwhile, and settles the slot.
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core;
+    /// `fired` came from [`fire`](Self::fire) on this shard.
+    pub(crate) unsafe fn finish(&self, inner: &Inner, fired: Fired) {
+        let Fired {
+            index,
+            period,
+            next,
+            overruns,
+            running,
+            callback,
+            ..
+        } = fired;
+        // SAFETY: the slot was allocated when fired, and stays so while
+        // RUNNING (nobody frees a running slot).
+        let slot = unsafe { inner.arena.get_allocated(index) };
         unsafe { owned(slot, |owned| owned.callback = callback) };
 
         // Periodic: re-arm unless anyone stopped, restarted or released it
@@ -1156,14 +1250,50 @@ impl Shard {
                     deadline: next,
                 };
                 unsafe { self.link(inner, slot, index, arm) };
-                return true;
+                return;
             }
         }
         let after = Word(slot.state.fetch_and(!(RUNNING | HALTED), Ordering::AcqRel))
             .without(RUNNING)
             .without(HALTED);
         unsafe { self.settle(inner, slot, index, after) };
-        true
+    }
+
+    /// Collect-then-run (`ShardGuard::poll_due`): the next timer due by
+    /// tick `now`, fired by [`fire`](Self::fire) but not run. The first call
+    /// after a pass ended takes in the remote queue and begins a pass; the
+    /// call that finds nothing more due ends it, so a timer armed for the
+    /// reached tick while the caller runs what it collected waits for the
+    /// next pass (`hierarchy.rs`, "Due now").
+    ///
+    /// # Safety
+    /// The caller owns the shard, called `enter_poll`, and holds no
+    /// reference into its core.
+    pub(crate) unsafe fn collect(&self, inner: &Arc<Inner>, now: u64) -> Option<Fired> {
+        // SAFETY (all blocks): forwarded.
+        if !unsafe { self.core(|core| core.wheel.in_pass()) } {
+            while unsafe { self.take_remote(inner) } {}
+            unsafe { self.core(|core| core.wheel.begin_pass()) };
+        }
+        loop {
+            let due = unsafe {
+                self.core(|core| {
+                    let mut nodes = SlotNodes::new(&inner.arena);
+                    let index = core.wheel.pop_due(&mut nodes, now)?;
+                    core.linked -= 1;
+                    Some((index, core.wheel.now()))
+                })
+            };
+            let Some((index, deadline)) = due else {
+                unsafe { self.core(|core| core.wheel.end_pass()) };
+                unsafe { self.publish_counters(None) };
+                return None;
+            };
+            if let Some(fired) = unsafe { self.fire(inner, index, deadline, now) } {
+                unsafe { self.publish_counters(None) };
+                return Some(fired);
+            }
+        }
     }
 
     /// Shutdown: drop every callback of this shard without running it and

@@ -79,6 +79,24 @@
 //!   longest advance), where per tick the sort is proportional to what
 //!   fires.
 //!
+//! # Due now: one pass, then the next
+//!
+//! One rule for the `Wheel` and the service (CONTRACT item 1): a timer armed
+//! for a tick that the current advance or poll (a *pass*, between
+//! [`Hierarchy::begin_pass`] and [`Hierarchy::end_pass`]) has already
+//! reached fires in the next pass: not in this one, which would never end
+//! if a callback kept re-arming its own timer for now, and not a tick later.
+//! The arming numbers say which entries those are. Whenever `now` moves, the
+//! next number to be given out is kept as the *fence*; an entry due at
+//! `now` whose number is the fence or newer was armed after the pass reached
+//! `now`. Such entries are the newest of their level-0 bucket, so they come
+//! last in its arming order: the pass stops at the first of them, leaving
+//! `now` where it is, and the next pass (whose fence is taken when it
+//! begins) pops them first, on their own tick. Outside a pass nothing
+//! waits: an entry armed for `now` between passes is due to the next pop.
+//! `wheel/tests.rs::a_timer_rearmed_for_now_by_its_callback_fires_once_per_advance`
+//! and `tests/service_due.rs` show it.
+//!
 //! # Arming numbers in 32 bits
 //!
 //! The service's slots have room for 32 bits of arming number, not 64
@@ -141,6 +159,13 @@ pub(crate) struct Hierarchy {
     /// Scratch for [`cascade`](Self::cascade): the back half of the bucket
     /// being cascaded (empty between cascades; dropped after a big one).
     back_half: Vec<u32>,
+    /// The arming number `next_seq` had when `now` last moved (or the pass
+    /// began): during a pass, an entry due at `now` with this number or a
+    /// newer one was armed for a tick the pass had already reached, and
+    /// waits for the next pass (see "Due now" in the module docs).
+    fence: u64,
+    /// A pass (one advance or poll) is running: see [`begin_pass`](Self::begin_pass).
+    in_pass: bool,
 }
 
 impl Clone for Hierarchy {
@@ -152,6 +177,8 @@ impl Clone for Hierarchy {
             next_seq: self.next_seq,
             renumber_at: self.renumber_at,
             back_half: Vec::new(),
+            fence: self.fence,
+            in_pass: self.in_pass,
         }
     }
 }
@@ -218,12 +245,45 @@ impl Hierarchy {
             next_seq: 0,
             renumber_at: RENUMBER_EVERY,
             back_half: Vec::new(),
+            fence: 0,
+            in_pass: false,
         }
     }
 
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.now
+    }
+
+    /// Starts a pass: from here until [`end_pass`](Self::end_pass), an
+    /// entry armed for a tick [`pop_due`](Self::pop_due) has already
+    /// reached is not popped (see "Due now" in the module docs). Everything
+    /// armed before this call is popped as usual.
+    #[inline]
+    pub(crate) fn begin_pass(&mut self) {
+        self.in_pass = true;
+        self.fence = self.next_seq;
+    }
+
+    /// Ends the pass begun by [`begin_pass`](Self::begin_pass): what waited
+    /// for it is due to the next [`pop_due`](Self::pop_due).
+    #[inline]
+    pub(crate) fn end_pass(&mut self) {
+        self.in_pass = false;
+    }
+
+    /// Whether a pass is running.
+    #[inline]
+    pub(crate) fn in_pass(&self) -> bool {
+        self.in_pass
+    }
+
+    /// Moves `now` to `tick` (not earlier): what is armed from here on for
+    /// `tick` waits for the next pass.
+    #[inline(always)]
+    fn move_now(&mut self, tick: u64) {
+        self.now = tick;
+        self.fence = self.next_seq;
     }
 
     /// Occupancy bitmaps, one per level (for `Debug`).
@@ -313,11 +373,19 @@ impl Hierarchy {
             }
         }
         entries.sort_unstable();
+        // The fence moves with the numbers: to the first entry at or past
+        // it (oldest first), else to the next number given out.
+        let fence_age = next.wrapping_sub(self.fence as u32);
+        let mut fence = None;
         for entry in entries {
             let seq = self.next_seq;
             self.next_seq += 1;
+            if fence.is_none() && !((entry >> 32) as u32) <= fence_age {
+                fence = Some(seq);
+            }
             nodes.set_seq(entry as u32, seq);
         }
+        self.fence = fence.unwrap_or(self.next_seq);
         self.renumber_at = self.next_seq + RENUMBER_EVERY;
     }
 
@@ -668,14 +736,28 @@ impl Hierarchy {
         };
         let start = (self.now & !SLOT_MASK) | slot as u64;
         if start > target {
-            self.now = target;
+            if target > self.now {
+                self.move_now(target);
+            }
             return None;
         }
-        self.now = start;
+        let reached = start == self.now;
+        if !reached {
+            self.move_now(start);
+        }
         let due_slot = slot;
         if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
             // Entries cascaded out of arming order (see `cascade`).
             self.sort_bucket(nodes, 0, due_slot);
+        }
+        // In arming order, the entries armed for `now` after the pass
+        // reached it come last: the pass ends at the first of them.
+        if N::ORDERED
+            && reached
+            && self.in_pass
+            && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[due_slot]))
+        {
+            return None;
         }
         Some(self.pop_head_due(nodes, due_slot))
     }
@@ -694,7 +776,9 @@ impl Hierarchy {
         if start <= target {
             return false;
         }
-        self.now = self.now.max(target);
+        if target > self.now {
+            self.move_now(target);
+        }
         true
     }
 
@@ -716,14 +800,16 @@ impl Hierarchy {
                         if let Some(index) = self.pop_alone(nodes, level, slot, start, target) {
                             return Some(index);
                         }
-                        self.now = start;
+                        self.move_now(start);
                         self.cascade(nodes, level, slot);
                     } else {
-                        self.now = start;
+                        self.move_now(start);
                     }
                 }
                 _ => {
-                    self.now = self.now.max(target);
+                    if target > self.now {
+                        self.move_now(target);
+                    }
                     return None;
                 }
             }
@@ -784,7 +870,7 @@ impl Hierarchy {
         if node.deadline > target || node.deadline > last {
             return None;
         }
-        self.now = node.deadline;
+        self.move_now(node.deadline);
         // `unlink` for the only entry of a bucket: it empties the bucket.
         let bucket = &mut self.levels[level];
         bucket.head[slot] = NIL;

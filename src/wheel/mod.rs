@@ -70,6 +70,8 @@
 //!
 //! `now()` is the current tick. A timer whose deadline is `<= now` is *due*:
 //! the next [`poll`](Wheel::poll) returns it, never the call that armed it.
+//! Inside an [`advance`](Wheel::advance), a timer armed for the tick being
+//! processed is due to the next advance (see there).
 //! Deadlines in the past are clamped to `now`; deadlines past `u64::MAX`
 //! saturate there (`now + delay` never overflows or wraps). Polling to a tick
 //! before `now` (a clock going backwards) processes what is due and otherwise
@@ -112,7 +114,9 @@ pub struct Advance {
     /// Timers handed to the callback in this call.
     pub expired: usize,
     /// `true` when the wheel reached the target tick with nothing left due;
-    /// `false` when the cap stopped it early (call again to finish).
+    /// `false` when the cap stopped it early, or when a callback armed a
+    /// timer for the tick being processed (it is due to the next advance,
+    /// which fires it first, on that tick): call again to finish.
     pub complete: bool,
 }
 
@@ -532,6 +536,16 @@ impl<T> Wheel<T> {
     /// (see [`insert_at_numbered`](Self::insert_at_numbered)).
     #[inline(always)]
     pub(crate) fn poll_numbered(&mut self, target: u64) -> Option<(Expired<T>, u64)> {
+        // A poll of its own is a pass of its own: nothing armed before it
+        // waits (an advance that a panicking callback left is over).
+        self.hierarchy.end_pass();
+        self.pop_numbered(target)
+    }
+
+    /// [`poll_numbered`](Self::poll_numbered) inside a pass (an advance):
+    /// a timer armed during the pass for a tick it has reached waits.
+    #[inline(always)]
+    fn pop_numbered(&mut self, target: u64) -> Option<(Expired<T>, u64)> {
         let index = self.hierarchy.pop_due(&mut self.slab, target)?;
         // Unchecked: `pop_due` returns an index the wheel holds.
         let seq = Nodes::seq(&self.slab, index);
@@ -580,6 +594,16 @@ impl<T> Wheel<T> {
     where
         T: Clone,
     {
+        self.hierarchy.end_pass();
+        self.pop_keep(target)
+    }
+
+    /// [`poll_keep`](Self::poll_keep) inside a pass (an advance).
+    #[inline(always)]
+    pub(crate) fn pop_keep(&mut self, target: u64) -> Option<Expired<T>>
+    where
+        T: Clone,
+    {
         let index = self.hierarchy.pop_due(&mut self.slab, target)?;
         self.held += 1;
         let deadline = self.now();
@@ -598,11 +622,39 @@ impl<T> Wheel<T> {
     /// When the cap stops it, `complete` is `false` and `now()` is the tick
     /// being processed; calling again (with the same or a later target)
     /// finishes that tick first.
+    ///
+    /// A timer the callback arms for the tick being processed (a zero
+    /// delay, or a timer re-arming itself for now) is due to the *next*
+    /// advance, not this one, and not a tick later: this call stops at that
+    /// tick once the timers armed before are done (`complete` is `false`),
+    /// and the next call fires it first, on its tick. So a callback that
+    /// keeps re-arming itself for now cannot keep one advance busy for ever
+    /// (CONTRACT item 1).
     pub fn advance<F>(&mut self, target: u64, max: usize, on_expired: F) -> Advance
     where
         F: FnMut(&mut Self, Expired<T>),
     {
-        self.advance_with(target, max, Self::poll, on_expired)
+        self.advance_with(target, max, Self::pop, on_expired)
+    }
+
+    /// [`poll`](Self::poll) inside a pass (an advance).
+    #[inline(always)]
+    pub(crate) fn pop(&mut self, target: u64) -> Option<Expired<T>> {
+        self.pop_numbered(target).map(|(timer, _)| timer)
+    }
+
+    /// Starts a pass (an advance): until [`end_pass`](Self::end_pass), a
+    /// timer armed for a tick the pass has reached waits for the next one
+    /// (`hierarchy.rs`, "Due now"). Shared with the C ABI's loops.
+    #[inline]
+    pub(crate) fn begin_pass(&mut self) {
+        self.hierarchy.begin_pass();
+    }
+
+    /// Ends the pass begun by [`begin_pass`](Self::begin_pass).
+    #[inline]
+    pub(crate) fn end_pass(&mut self) {
+        self.hierarchy.end_pass();
     }
 
     /// [`advance`](Self::advance) with [`poll_keep`](Self::poll_keep): each
@@ -630,7 +682,7 @@ impl<T> Wheel<T> {
         T: Clone,
         F: FnMut(&mut Self, Expired<T>),
     {
-        self.advance_with(target, max, Self::poll_keep, on_expired)
+        self.advance_with(target, max, Self::pop_keep, on_expired)
     }
 
     /// The loop of [`advance`](Self::advance) and
@@ -648,6 +700,7 @@ impl<T> Wheel<T> {
         // passes the target, so the clamp changes nothing else.
         let target = target.max(self.now());
         let mut expired = 0;
+        self.begin_pass();
         while expired < max {
             match poll(self, target) {
                 Some(timer) => {
@@ -655,13 +708,18 @@ impl<T> Wheel<T> {
                     on_expired(self, timer);
                 }
                 None => {
+                    self.end_pass();
+                    // Not complete when the pass stopped at a timer armed
+                    // during it for the tick it had reached: that one is
+                    // due to the next advance (see `Advance::complete`).
                     return Advance {
                         expired,
-                        complete: true,
-                    }
+                        complete: !self.is_due_now(),
+                    };
                 }
             }
         }
+        self.end_pass();
         Advance {
             expired,
             complete: self.finish_capped_advance(target),

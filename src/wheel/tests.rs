@@ -705,12 +705,46 @@ fn reschedule_from_inside_expiry() {
             // Its own key fired: rescheduling it is refused.
             assert_eq!(w.reschedule(a, 1), Err(TimerError::StaleKey));
             w.reschedule(b, 5).unwrap(); // 10 -> 15
-            w.reschedule(c, 0).unwrap(); // 50 -> 10, after `a`
+            w.reschedule(c, 0).unwrap(); // 50 -> 10, the tick being processed
         }
         seen.push((w.now(), e.value));
     });
-    assert_eq!(r.expired, 3);
+    // `c`, moved to the tick this advance had reached, is due to the next
+    // advance (CONTRACT 1): this one stops at tick 10, short of its target.
+    assert_eq!((r.expired, r.complete, w.now()), (1, false, 10));
+    let r = w.advance(100, usize::MAX, |w, e| seen.push((w.now(), e.value)));
+    assert_eq!((r.expired, r.complete), (2, true));
     assert_eq!(seen, [(10, 'a'), (10, 'c'), (15, 'b')]);
+}
+
+#[test]
+fn a_timer_rearmed_for_now_by_its_callback_fires_once_per_advance() {
+    // Re-arming itself for the current tick used to fire again inside the
+    // same advance, so an uncapped advance never returned.
+    let mut w = Wheel::new();
+    let key = w.insert(3, 0u32);
+    let mut fired = 0;
+    for round in 1..=5 {
+        let r = w.advance_keep(100, usize::MAX, |w, e| {
+            fired += 1;
+            assert_eq!(e.deadline, 3);
+            if fired < 5 {
+                w.reschedule(e.key, 0).unwrap();
+            }
+        });
+        assert_eq!(r.expired, 1, "round {round}");
+        assert_eq!(r.complete, round == 5, "round {round}");
+    }
+    assert_eq!((fired, w.now()), (5, 100));
+    assert!(w.is_held(key));
+    // Inserted anew for now from a callback: the same.
+    let mut w = Wheel::new();
+    w.insert(3, 0u32);
+    let r = w.advance(100, usize::MAX, |w, e| {
+        w.insert(0, e.value + 1);
+    });
+    assert_eq!((r.expired, r.complete, w.now()), (1, false, 3));
+    assert_eq!(w.next_deadline(), Some(3));
 }
 
 #[test]
@@ -746,14 +780,19 @@ fn zero_delay_insert_from_inside_expiry() {
     w.insert(10, 1);
     w.insert(11, 2);
     let mut seen = Vec::new();
-    let r = w.advance(100, usize::MAX, |w, e| {
+    let mut handle = |w: &mut Wheel<i32>, e: Expired<i32>| {
         if e.value == 0 {
             w.insert(0, 10); // due at tick 10, after the already armed `1`
             w.insert(1, 11); // due at tick 11, after `2`
         }
         seen.push((w.now(), e.value));
-    });
-    assert_eq!(r.expired, 5);
+    };
+    // `10` is armed for the tick being processed: due to the next advance,
+    // which fires it first, on its own tick.
+    let r = w.advance(100, usize::MAX, &mut handle);
+    assert_eq!((r.expired, r.complete), (2, false));
+    let r = w.advance(100, usize::MAX, &mut handle);
+    assert_eq!((r.expired, r.complete), (3, true));
     assert_eq!(seen, [(10, 0), (10, 1), (10, 10), (11, 2), (11, 11)]);
     // The same with the pop-style loop.
     let mut w = Wheel::new();
@@ -1121,11 +1160,19 @@ fn advance_fires_what_a_callback_arms_for_now_or_before_the_target() {
             _ => {}
         }
     });
+    // `b`, armed for the tick being processed, is due to the next advance.
+    assert_eq!((done.expired, done.complete, wheel.now()), (1, false, 5));
+    let done = wheel.advance(50, usize::MAX, |w, e| {
+        fired.push((e.deadline, e.value));
+        if e.value == 'b' {
+            w.insert(3, 'c');
+        }
+    });
     assert_eq!(fired, vec![(5, 'a'), (5, 'b'), (8, 'c')]);
     assert_eq!(
         done,
         Advance {
-            expired: 3,
+            expired: 2,
             complete: true
         }
     );
