@@ -183,6 +183,6 @@ mod tests {
             let name = name.to_str().unwrap();
             assert_eq!(format!("{code:?}"), name);
         }
-        assert_eq!(TABLE.len(), tw_result::TW_PANIC as usize + 1);
+        assert_eq!(TABLE.len(), tw_result::TW_FOREIGN_ENTRY as usize + 1);
     }
 }
