@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Ratas' benchmark workload, side by side: Ratas' own binary (if given),
-# tickwheel's `Wheel` (benches/ratas.rs) and tickwheel's C ABI
-# (ffi-tests/ratas_workload.c), built with gcc -O3 against the static
+# tickwheel's `Wheel` (benches/ratas.rs), its `EmbeddedWheel`
+# (benches/ratas_embedded.rs), tickwheel's C ABI with keys
+# (ffi-tests/ratas_workload.c) and with embedded `tw_entry` timers
+# (ffi-tests/ratas_workload_entry.c), the C ones built with gcc -O3 against the static
 # library and, when a clang is found, with cross-language LTO (docs/C.md,
 # "Linking with cross-language LTO"; `ffi-tests/run.sh lto` builds it).
 # User CPU seconds, paired alternating runs.
@@ -28,16 +30,23 @@ fi
 cargo rustc --release --lib --features capi --crate-type staticlib --quiet
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-cargo bench --bench ratas --no-run --quiet 2>/dev/null || cargo bench --bench ratas --no-run
+cargo bench --bench ratas --bench ratas_embedded --no-run --quiet 2>/dev/null ||
+    cargo bench --bench ratas --bench ratas_embedded --no-run
 rust_bench=$(ls -t "$target_dir"/release/deps/ratas-* | grep -v '\.d$' | head -n 1)
+embedded_bench=$(ls -t "$target_dir"/release/deps/ratas_embedded-* | grep -v '\.d$' | head -n 1)
 c_bench="$target_dir/release/ratas_workload_c"
+entry_bench="$target_dir/release/ratas_workload_entry_c"
 # -O3, as Ratas' benchmark is built (g++ -O3) and as Cargo builds the Rust
 # port (opt-level 3): the three then differ only in their code.
 gcc -std=c11 -O3 -Wall -Wextra -Werror -Iinclude -o "$c_bench" ffi-tests/ratas_workload.c \
     "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
+gcc -std=c11 -O3 -Wall -Wextra -Werror -Iinclude -o "$entry_bench" ffi-tests/ratas_workload_entry.c \
+    "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
 # The LTO build, when a usable clang is there (the mode checks its version).
 lto_bench=""
-if bash ffi-tests/run.sh lto >/tmp/tw_ratas_lto.log 2>&1; then
+if [ "${RATAS_LTO:-yes}" = no ]; then
+    echo "C ABI with cross-language LTO: skipped (RATAS_LTO=no)"
+elif bash ffi-tests/run.sh lto >/tmp/tw_ratas_lto.log 2>&1; then
     lto_bench=ffi-tests/build/ratas_workload_lto
 else
     echo "C ABI with cross-language LTO: not built ($(grep -m1 '^lto:' /tmp/tw_ratas_lto.log || tail -n 1 /tmp/tw_ratas_lto.log))"
@@ -55,27 +64,36 @@ run_rust() {
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | C ABI (s) | C/Wheel | C ABI, LTO (s) | LTO/Wheel | checksums (Ratas / Wheel / C / LTO) |"
-echo "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | Embedded (s) | Embedded/Ratas | C ABI (s) | C/Wheel | C tw_entry (s) | tw_entry/Embedded | C ABI, LTO (s) | LTO/Wheel | checksums (Ratas / Wheel / Embedded / C / tw_entry / LTO) |"
+echo "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for p in $pairs; do
     for range in yes no; do
         : >/tmp/tw_ratas_r; : >/tmp/tw_ratas_w; : >/tmp/tw_ratas_c; : >/tmp/tw_ratas_l
+        : >/tmp/tw_ratas_e; : >/tmp/tw_ratas_ce
         sums=""
         for _ in $(seq "$rounds"); do
             if [ -n "$ratas" ]; then
                 read -r s c < <(run_env "$p" "$range" "$ratas"); echo "$s" >>/tmp/tw_ratas_r; sr=$c
             fi
             read -r s c < <(run_rust "$p" "$range"); echo "$s" >>/tmp/tw_ratas_w; sw=$c
+            read -r s c < <(run_env "$p" "$range" "$embedded_bench"); echo "$s" >>/tmp/tw_ratas_e; se=$c
             read -r s c < <(run_env "$p" "$range" "$c_bench"); echo "$s" >>/tmp/tw_ratas_c; sc=$c
+            read -r s c < <(run_env "$p" "$range" "$entry_bench"); echo "$s" >>/tmp/tw_ratas_ce; sce=$c
             if [ -n "$lto_bench" ]; then
                 read -r s c < <(run_env "$p" "$range" "$lto_bench"); echo "$s" >>/tmp/tw_ratas_l; sl=$c
             fi
-            sums="${sr:-n/a} / $sw / $sc / ${sl:-n/a}"
+            sums="${sr:-n/a} / $sw / $se / $sc / $sce / ${sl:-n/a}"
         done
         w=$(median </tmp/tw_ratas_w); cc=$(median </tmp/tw_ratas_c)
-        if [ -n "$ratas" ]; then r=$(median </tmp/tw_ratas_r); wr=$(awk -v a="$w" -v b="$r" 'BEGIN{printf "%.2fx", a/b}'); else r="not found"; wr="-"; fi
+        e=$(median </tmp/tw_ratas_e); ce=$(median </tmp/tw_ratas_ce)
+        if [ -n "$ratas" ]; then
+            r=$(median </tmp/tw_ratas_r)
+            wr=$(awk -v a="$w" -v b="$r" 'BEGIN{printf "%.2fx", a/b}')
+            er=$(awk -v a="$e" -v b="$r" 'BEGIN{printf "%.2fx", a/b}')
+        else r="not found"; wr="-"; er="-"; fi
         cw=$(awk -v a="$cc" -v b="$w" 'BEGIN{printf "%.2fx", a/b}')
+        cee=$(awk -v a="$ce" -v b="$e" 'BEGIN{printf "%.2fx", a/b}')
         if [ -n "$lto_bench" ]; then l=$(median </tmp/tw_ratas_l); lw=$(awk -v a="$l" -v b="$w" 'BEGIN{printf "%.2fx", a/b}'); else l="not built"; lw="-"; fi
-        echo "| $p | $range | $r | $w | $wr | $cc | $cw | $l | $lw | $sums |"
+        echo "| $p | $range | $r | $w | $wr | $e | $er | $cc | $cw | $ce | $cee | $l | $lw | $sums |"
     done
 done

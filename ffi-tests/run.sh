@@ -79,6 +79,7 @@ compile() {
     local suffix=$1
     shift
     gcc "${cflags[@]}" "$@" -o "$build/test_c$suffix" ffi-tests/test_c.c "$libdir/libtickwheel.a" "${libs[@]}"
+    gcc "${cflags[@]}" "$@" -o "$build/test_entry$suffix" ffi-tests/test_entry.c "$libdir/libtickwheel.a" "${libs[@]}"
     gcc "${cflags[@]}" "$@" -o "$build/test_threads$suffix" ffi-tests/test_threads.c "$libdir/libtickwheel.a" "${libs[@]}"
     compile_cpp "$suffix" "$libdir/libtickwheel.a" "$@"
     gcc "${cflags[@]}" "$@" -o "$build/echo_server$suffix" ffi-tests/echo_server.c "$libdir/libtickwheel.a" "${libs[@]}"
@@ -95,6 +96,7 @@ for mode in "${modes[@]}"; do
         # Built so that it keeps compiling, not run: a measurement (mode overload).
         gcc "${cflags[@]}" -o "$build/overload" ffi-tests/overload.c "$libdir/libtickwheel.a" "${libs[@]}"
         "$build/test_c"
+        "$build/test_entry"
         "$build/test_threads"
         run_cpp ""
         "$build/echo_test" 300 500 250 "$build/echo_server" 500
@@ -111,6 +113,7 @@ for mode in "${modes[@]}"; do
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
         export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
         "$build/test_c_asan"
+        "$build/test_entry_asan"
         "$build/test_threads_asan"
         run_cpp "_asan"
         "$build/echo_test" 300 500 500 "$build/echo_server_asan" 500
@@ -126,6 +129,7 @@ for mode in "${modes[@]}"; do
         vg=(valgrind -q --fair-sched=yes --error-exitcode=1 --leak-check=full
             --errors-for-leak-kinds=definite,possible --suppressions="$supp")
         "${vg[@]}" "$build/test_c"
+        "${vg[@]}" "$build/test_entry"
         "${vg[@]}" "$build/test_threads"
         run_cpp "" "${vg[@]}"
         # The server runs under valgrind, about 20x slower: a wider tolerance.

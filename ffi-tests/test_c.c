@@ -182,14 +182,15 @@ static void test_results(void) {
         "TW_OK", "TW_NULL_POINTER", "TW_INVALID_ARGUMENT", "TW_STALE_HANDLE",
         "TW_INVALID_RANGE", "TW_INVALID_PERIOD", "TW_SHUTDOWN", "TW_SHARD_OUT_OF_RANGE",
         "TW_SHARD_CLAIMED", "TW_REENTRANT", "TW_INVALID_CONFIG", "TW_WRONG_THREAD",
-        "TW_NOT_MANUAL_CLOCK", "TW_PANIC",
+        "TW_NOT_MANUAL_CLOCK", "TW_PANIC", "TW_FOREIGN_ENTRY",
     };
     for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         CHECK(strcmp(tw_result_str(i), names[i]) == 0);
         CHECK(strlen(tw_result_describe(i)) > 0);
     }
     CHECK(TW_PANIC == 13 && TW_STALE_HANDLE == 3);
-    CHECK(strcmp(tw_result_str(14), "TW_UNKNOWN") == 0);
+    CHECK(TW_FOREIGN_ENTRY == 14);
+    CHECK(strcmp(tw_result_str(15), "TW_UNKNOWN") == 0);
     CHECK(strcmp(tw_result_str(UINT32_MAX), "TW_UNKNOWN") == 0);
     CHECK(tw_result_describe(UINT32_MAX) != NULL);
 }

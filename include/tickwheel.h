@@ -179,6 +179,10 @@ enum tw_result
    * C boundary.
    */
   TW_PANIC = 13,
+  /**
+   * A `tw_entry` armed on another wheel: cancel it there first.
+   */
+  TW_FOREIGN_ENTRY = 14,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -283,6 +287,23 @@ typedef uint32_t tw_restart;
 #endif // __cplusplus
 
 /**
+ * A single-threaded hierarchical wheel of embedded timers (`tw_entry`),
+ * with time counted in ticks that the caller advances. The same order and
+ * time rules as `tw_wheel`: a timer fires on its own deadline tick, timers
+ * of one tick in arming order (a schedule of an armed entry counts as
+ * arming again), and a deadline at or before now fires in the next
+ * advance. Not thread-safe: one wheel, and its entries, from one thread
+ * at a time.
+ *
+ * Who may free what, when: the caller owns each entry's memory and may
+ * free, reuse or copy it whenever the entry is not armed (before its first
+ * schedule, after `tw_entry_cancel`, from the start of its own callback,
+ * after its wheel was freed); an armed entry must first be cancelled.
+ * Freeing the wheel detaches (disarms) its armed entries.
+ */
+typedef struct tw_entry_wheel tw_entry_wheel;
+
+/**
  * A timer service: shards of hierarchical timing wheels, each owned by one
  * thread, with start, stop and restart from any thread without locks.
  * Create with `tw_service_new`, free with `tw_service_free`.
@@ -303,6 +324,23 @@ typedef struct tw_shard tw_shard;
  * from one thread at a time.
  */
 typedef struct tw_wheel tw_wheel;
+
+/**
+ * A timer that the caller embeds in its own struct. Its fields are
+ * private: set it up with `tw_entry_init` before any other use. See
+ * `tw_entry_wheel` for who may free it when.
+ */
+typedef struct tw_entry {
+  uint64_t _private[6];
+} tw_entry;
+
+/**
+ * Called by `tw_entry_wheel_advance` for each entry that comes due, with
+ * the entry (no longer armed: the callback may arm it again, or free it)
+ * and the `ctx` given to the advance. `tw_entry_wheel_now` reads the
+ * entry's deadline tick during the call. It must not unwind.
+ */
+typedef void (*tw_entry_fn)(struct tw_entry *entry, void *ctx);
 
 /**
  * Called with a shard index when that shard's owner must wake up early: a
@@ -483,6 +521,186 @@ typedef struct tw_wheel_due {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Makes `*entry` a fresh, unarmed entry whose callback is `callback`.
+ * Returns `TW_NULL_POINTER` for a NULL entry or callback. Must not be
+ * called on an armed entry.
+ *
+ * Thread safety: any thread, for an entry no other thread uses.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `entry` is writable memory of `sizeof(tw_entry)` bytes that is not an
+ * armed entry.
+ */
+TW_MUST_USE tw_result tw_entry_init(struct tw_entry *entry, tw_entry_fn callback);
+
+/**
+ * Creates an empty wheel of embedded timers whose time is `start_tick`
+ * and writes it to `*wheel_out`.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE tw_result tw_entry_wheel_new(uint64_t start_tick, struct tw_entry_wheel **wheel_out);
+
+/**
+ * Frees the wheel; `NULL` does nothing. Entries still armed are detached:
+ * they read as not armed and may be freed or armed on another wheel.
+ * Called from inside the wheel's own callback it does nothing.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `wheel` is not used after this returns (unless it was called from the
+ * wheel's own callback: then it did nothing). Every entry armed on it is
+ * still valid memory (armed entries are never freed).
+ */
+void tw_entry_wheel_free(struct tw_entry_wheel *wheel);
+
+/**
+ * Arms `entry` due `delay_ticks` from now, or, when it is already armed
+ * on this wheel, moves it there (a reschedule; it counts as arming again
+ * for same-tick order). O(1), no allocation once the wheel has held as
+ * many timers at once. Returns `TW_FOREIGN_ENTRY` when the entry is armed
+ * on another wheel.
+ *
+ * Thread safety: the wheel's thread; allowed from its callbacks.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `entry` was set up by `tw_entry_init` and stays in place while armed.
+ */
+TW_MUST_USE
+tw_result tw_entry_schedule(const struct tw_entry_wheel *wheel,
+                            struct tw_entry *entry,
+                            uint64_t delay_ticks);
+
+/**
+ * `tw_entry_schedule` at the absolute tick `deadline_tick` (a tick at or
+ * before now is due at once: the next advance fires it).
+ *
+ * Thread safety: the wheel's thread; allowed from its callbacks.
+ *
+ * # Safety
+ * As `tw_entry_schedule`.
+ */
+TW_MUST_USE
+tw_result tw_entry_schedule_at(const struct tw_entry_wheel *wheel,
+                               struct tw_entry *entry,
+                               uint64_t deadline_tick);
+
+/**
+ * Arms or moves `entry` to some tick from `earliest_delay` to
+ * `latest_delay` ticks from now (inclusive): an entry armed here whose
+ * deadline is already in the window keeps it (and its place in same-tick
+ * order); otherwise it moves to the window's tick with the most trailing
+ * zero bits (fewest cascades, shared wakeups). Writes the deadline to
+ * `*tick_out` (may be NULL). Returns `TW_INVALID_RANGE` when
+ * `earliest_delay > latest_delay`, `TW_FOREIGN_ENTRY` when the entry is
+ * armed on another wheel.
+ *
+ * Thread safety: the wheel's thread; allowed from its callbacks.
+ *
+ * # Safety
+ * As `tw_entry_schedule`.
+ */
+TW_MUST_USE
+tw_result tw_entry_schedule_in_range(const struct tw_entry_wheel *wheel,
+                                     struct tw_entry *entry,
+                                     uint64_t earliest_delay,
+                                     uint64_t latest_delay,
+                                     uint64_t *tick_out);
+
+/**
+ * Disarms `entry` if it is armed (on whichever wheel). Writes whether it
+ * was to `*cancelled_out` (may be NULL). Cancelling an entry that is not
+ * armed is fine. Afterwards the entry's memory may be freed.
+ *
+ * Thread safety: the thread of the entry's wheel; allowed from its
+ * callbacks.
+ *
+ * # Safety
+ * As `tw_entry_schedule`.
+ */
+TW_MUST_USE tw_result tw_entry_cancel(struct tw_entry *entry, bool *cancelled_out);
+
+/**
+ * Writes whether `entry` is armed to `*armed_out` and, when it is and
+ * `tick_out` is not NULL, its deadline tick to `*tick_out`.
+ *
+ * Thread safety: the thread of the entry's wheel.
+ *
+ * # Safety
+ * As `tw_entry_schedule`.
+ */
+TW_MUST_USE
+tw_result tw_entry_deadline(const struct tw_entry *entry,
+                            bool *armed_out,
+                            uint64_t *tick_out);
+
+/**
+ * Advances the wheel's time to `target_tick`, calling each due entry's
+ * callback as `callback(entry, ctx)`, in deadline order (arming order
+ * within a tick), at most `max` of them. Writes how many fired to
+ * `*expired_out` and whether the target was reached with nothing left due
+ * to `*complete_out` (both may be NULL). When the cap stopped it, call
+ * again to go on exactly where it stopped. A target before now counts as
+ * now. Returns `TW_REENTRANT` from inside the wheel's own callback.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `ctx` is used only during this call.
+ */
+TW_MUST_USE
+tw_result tw_entry_wheel_advance(const struct tw_entry_wheel *wheel,
+                                 uint64_t target_tick,
+                                 size_t max,
+                                 void *ctx,
+                                 size_t *expired_out,
+                                 bool *complete_out);
+
+/**
+ * Ticks from now until the next entry is due, at most `cap`, written to
+ * `*ticks_out`: `cap` when nothing is armed, 0 when an entry is due now.
+ * Exact (not a bucket boundary).
+ *
+ * Thread safety: the wheel's thread; allowed from its callbacks.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_entry_wheel_ticks_to_next_event(const struct tw_entry_wheel *wheel,
+                                             uint64_t cap,
+                                             uint64_t *ticks_out);
+
+/**
+ * Writes the wheel's current tick to `*tick_out` (inside a callback: the
+ * firing entry's deadline).
+ *
+ * Thread safety: the wheel's thread; allowed from its callbacks.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE tw_result tw_entry_wheel_now(const struct tw_entry_wheel *wheel, uint64_t *tick_out);
+
+/**
+ * Writes the number of armed entries to `*len_out`.
+ *
+ * Thread safety: the wheel's thread; allowed from its callbacks.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE tw_result tw_entry_wheel_len(const struct tw_entry_wheel *wheel, size_t *len_out);
 
 /**
  * The name of a result code, such as `"TW_STALE_HANDLE"`, as a static

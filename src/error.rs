@@ -23,6 +23,9 @@ pub enum TimerError {
     Reentrant,
     /// A builder setting out of range (shards, tick) or not supported here.
     InvalidConfig,
+    /// An [`EmbeddedWheel`](crate::EmbeddedWheel) entry armed on another
+    /// wheel: it must be cancelled there first.
+    ForeignEntry,
 }
 
 impl fmt::Display for TimerError {
@@ -36,6 +39,7 @@ impl fmt::Display for TimerError {
             TimerError::ShardClaimed => "the shard is owned by another thread",
             TimerError::Reentrant => "a shard cannot be polled from inside one of its own callbacks",
             TimerError::InvalidConfig => "invalid service configuration (shards 1..=4096, tick 10us..=1h, driver threads not under loom)",
+            TimerError::ForeignEntry => "the timer entry is armed on another wheel",
         })
     }
 }

@@ -88,7 +88,7 @@ pub use service::{
     Builder, Clock, Driver, Due, Expiry, ManualClock, PanicReport, PanicSite, Restart, ShardGuard,
     Stats, Stop, StopSync, Timer, TimerId, TimerService, TimerSpec,
 };
-pub use wheel::{Advance, Expired, TimerKey, Wheel};
+pub use wheel::{Advance, EmbeddedWheel, Expired, Fired, TimerEntry, TimerKey, Wheel};
 
 /// The README's examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

@@ -215,6 +215,13 @@ fn c_api() {
 }
 
 #[test]
+fn c_embedded_entries() {
+    let Some(cc) = Compiler::c() else { return };
+    let program = compile(&cc, C_FLAGS, "test_entry.c", "test_entry", &static_link());
+    run(&program, &[]);
+}
+
+#[test]
 fn c_api_through_the_shared_library() {
     let Some(cc) = Compiler::c() else { return };
     let dir = library_dir();

@@ -64,6 +64,7 @@
 //!   documentation says. Each object is used only from the threads its
 //!   functions' documentation allows (a `tw_wheel` by one thread at a time).
 
+mod entry;
 mod result;
 mod service;
 mod shard;
@@ -71,6 +72,12 @@ mod timer;
 mod version;
 mod wheel;
 
+pub use entry::{
+    tw_entry, tw_entry_cancel, tw_entry_deadline, tw_entry_fn, tw_entry_init, tw_entry_schedule,
+    tw_entry_schedule_at, tw_entry_schedule_in_range, tw_entry_wheel, tw_entry_wheel_advance,
+    tw_entry_wheel_free, tw_entry_wheel_len, tw_entry_wheel_new, tw_entry_wheel_now,
+    tw_entry_wheel_ticks_to_next_event,
+};
 pub use result::{tw_result, tw_result_describe, tw_result_str};
 pub use service::{
     tw_ms_to_ns, tw_service, tw_service_advance_clock, tw_service_config, tw_service_free,

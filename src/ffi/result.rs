@@ -46,6 +46,8 @@ pub enum tw_result {
     /// tickwheel panicked (a bug in tickwheel): the panic was caught at the
     /// C boundary.
     TW_PANIC = 13,
+    /// A `tw_entry` armed on another wheel: cancel it there first.
+    TW_FOREIGN_ENTRY = 14,
 }
 
 impl From<TimerError> for tw_result {
@@ -59,12 +61,13 @@ impl From<TimerError> for tw_result {
             TimerError::ShardClaimed => tw_result::TW_SHARD_CLAIMED,
             TimerError::Reentrant => tw_result::TW_REENTRANT,
             TimerError::InvalidConfig => tw_result::TW_INVALID_CONFIG,
+            TimerError::ForeignEntry => tw_result::TW_FOREIGN_ENTRY,
         }
     }
 }
 
 /// Every code with its name and description, indexed by number.
-const TABLE: [(tw_result, &CStr, &CStr); 14] = [
+const TABLE: [(tw_result, &CStr, &CStr); 15] = [
     (tw_result::TW_OK, c"TW_OK", c"success"),
     (
         tw_result::TW_NULL_POINTER,
@@ -131,6 +134,11 @@ const TABLE: [(tw_result, &CStr, &CStr); 14] = [
         c"TW_PANIC",
         c"tickwheel panicked (a bug); the panic was caught at the C boundary",
     ),
+    (
+        tw_result::TW_FOREIGN_ENTRY,
+        c"TW_FOREIGN_ENTRY",
+        c"the timer entry is armed on another wheel",
+    ),
 ];
 
 fn entry(result: u32) -> Option<&'static (tw_result, &'static CStr, &'static CStr)> {
@@ -175,6 +183,6 @@ mod tests {
             let name = name.to_str().unwrap();
             assert_eq!(format!("{code:?}"), name);
         }
-        assert_eq!(TABLE.len(), tw_result::TW_PANIC as usize + 1);
+        assert_eq!(TABLE.len(), tw_result::TW_FOREIGN_ENTRY as usize + 1);
     }
 }

@@ -77,6 +77,7 @@
 //! before `now` (a clock going backwards) processes what is due and otherwise
 //! counts as no time passing.
 
+mod embedded;
 mod hierarchy;
 mod level;
 mod node;
@@ -85,6 +86,7 @@ mod slab;
 use std::fmt;
 use std::ops::RangeInclusive;
 
+pub use embedded::{EmbeddedWheel, Fired, TimerEntry};
 pub(crate) use hierarchy::Hierarchy;
 pub use hierarchy::LEVELS;
 pub(crate) use node::{prefetch, Node, Nodes, NIL, UNLINKED};

@@ -1,0 +1,473 @@
+//! `tw_entry` and `tw_entry_wheel`: timers that C code keeps inside its own
+//! structs (as libuv's `uv_timer_t` or Ratas' `TimerEvent`), armed in place
+//! on a single-threaded wheel ([`EmbeddedWheel`]). Arming allocates nothing
+//! once the wheel's table has grown, and takes no key and no lookup.
+//!
+//! # Who may free what, when
+//!
+//! * The caller owns every `tw_entry`'s memory. It may free, reuse or move
+//!   (copy) an entry's memory whenever the entry is *not armed*: before its
+//!   first schedule, after `tw_entry_cancel`, from the moment its callback
+//!   starts (a fired entry is no longer armed, so the callback may free it,
+//!   or the struct that holds it), and after its wheel was freed. An armed
+//!   entry must stay where it is: cancel it first.
+//! * `tw_entry_wheel_free` detaches every entry still armed (each reads as
+//!   not armed afterwards) and never touches an entry again; it is ignored
+//!   when called from the wheel's own callback.
+//! * `tw_entry_init` makes any memory a fresh, unarmed entry; it must not
+//!   be called on an armed entry (its wheel still links it).
+//!
+//! The wheel sits in an `UnsafeCell` and every function takes a short borrow
+//! of it; `tw_entry_wheel_advance` holds none while a callback runs, so a
+//! callback may schedule, cancel and free entries (its own included). Only
+//! advancing or freeing the wheel from there is refused.
+
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::c_void;
+use std::pin::Pin;
+
+use super::{arg, boundary, boundary_void, out, out_opt, put, put_opt, tw_result};
+use crate::{EmbeddedWheel, TimerEntry};
+
+/// Called by `tw_entry_wheel_advance` for each entry that comes due, with
+/// the entry (no longer armed: the callback may arm it again, or free it)
+/// and the `ctx` given to the advance. `tw_entry_wheel_now` reads the
+/// entry's deadline tick during the call. It must not unwind.
+#[allow(non_camel_case_types)]
+pub type tw_entry_fn = Option<unsafe extern "C" fn(entry: *mut tw_entry, ctx: *mut c_void)>;
+
+/// The Rust entry a `tw_entry` holds.
+type Entry = TimerEntry<tw_entry_fn>;
+
+/// A timer that the caller embeds in its own struct. Its fields are
+/// private: set it up with `tw_entry_init` before any other use. See
+/// `tw_entry_wheel` for who may free it when.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+pub struct tw_entry {
+    _private: [u64; 6],
+}
+
+// The C struct is exactly the Rust entry, so that one is the other.
+const _: () = assert!(size_of::<tw_entry>() == size_of::<Entry>());
+const _: () = assert!(align_of::<tw_entry>() == align_of::<Entry>());
+
+/// A single-threaded hierarchical wheel of embedded timers (`tw_entry`),
+/// with time counted in ticks that the caller advances. The same order and
+/// time rules as `tw_wheel`: a timer fires on its own deadline tick, timers
+/// of one tick in arming order (a schedule of an armed entry counts as
+/// arming again), and a deadline at or before now fires in the next
+/// advance. Not thread-safe: one wheel, and its entries, from one thread
+/// at a time.
+///
+/// Who may free what, when: the caller owns each entry's memory and may
+/// free, reuse or copy it whenever the entry is not armed (before its first
+/// schedule, after `tw_entry_cancel`, from the start of its own callback,
+/// after its wheel was freed); an armed entry must first be cancelled.
+/// Freeing the wheel detaches (disarms) its armed entries.
+#[allow(non_camel_case_types)]
+pub struct tw_entry_wheel {
+    wheel: UnsafeCell<EmbeddedWheel<tw_entry_fn>>,
+    /// Set while `tw_entry_wheel_advance` runs.
+    advancing: Cell<bool>,
+}
+
+impl std::fmt::Debug for tw_entry_wheel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("tw_entry_wheel")
+            .field("advancing", &self.advancing.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for tw_entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("tw_entry").finish_non_exhaustive()
+    }
+}
+
+impl tw_entry_wheel {
+    #[inline(always)]
+    fn with<R>(&self, f: impl FnOnce(&mut EmbeddedWheel<tw_entry_fn>) -> R) -> R {
+        // SAFETY: one thread at a time (documented), and no borrow of the
+        // wheel outlives a call of `with`: the advance drops its borrow
+        // before calling into C.
+        f(unsafe { &mut *self.wheel.get() })
+    }
+}
+
+/// The Rust entry behind a C entry pointer, pinned.
+///
+/// # Safety
+/// `entry` is NULL or points to an entry set up by `tw_entry_init` that
+/// stays where it is while armed (the rules above).
+#[inline(always)]
+unsafe fn entry_arg<'a>(entry: *const tw_entry) -> Result<Pin<&'a Entry>, tw_result> {
+    // SAFETY: the caller's contract; a `tw_entry` is an `Entry` (same size
+    // and alignment, written by `tw_entry_init`).
+    let entry = unsafe { arg(entry.cast::<Entry>()) }?;
+    // SAFETY: C keeps an armed entry in place until it is cancelled or
+    // fired (the rules above), which is what pinning promises.
+    Ok(unsafe { Pin::new_unchecked(entry) })
+}
+
+/// Makes `*entry` a fresh, unarmed entry whose callback is `callback`.
+/// Returns `TW_NULL_POINTER` for a NULL entry or callback. Must not be
+/// called on an armed entry.
+///
+/// Thread safety: any thread, for an entry no other thread uses.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `entry` is writable memory of `sizeof(tw_entry)` bytes that is not an
+/// armed entry.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_init(entry: *mut tw_entry, callback: tw_entry_fn) -> tw_result {
+    boundary(|| {
+        let entry = out(entry.cast::<Entry>())?;
+        callback.ok_or(tw_result::TW_NULL_POINTER)?;
+        // SAFETY: checked by `out`; the memory is not an armed entry (the
+        // caller's contract), so overwriting it unlinks nothing.
+        unsafe { put(entry, TimerEntry::new(callback)) };
+        Ok(())
+    })
+}
+
+/// Creates an empty wheel of embedded timers whose time is `start_tick`
+/// and writes it to `*wheel_out`.
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_new(
+    start_tick: u64,
+    wheel_out: *mut *mut tw_entry_wheel,
+) -> tw_result {
+    boundary(|| {
+        let wheel_out = out(wheel_out)?;
+        let wheel = Box::new(tw_entry_wheel {
+            wheel: UnsafeCell::new(EmbeddedWheel::starting_at(start_tick)),
+            advancing: Cell::new(false),
+        });
+        // SAFETY: checked by `out`.
+        unsafe { put(wheel_out, Box::into_raw(wheel)) };
+        Ok(())
+    })
+}
+
+/// Frees the wheel; `NULL` does nothing. Entries still armed are detached:
+/// they read as not armed and may be freed or armed on another wheel.
+/// Called from inside the wheel's own callback it does nothing.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `wheel` is not used after this returns (unless it was called from the
+/// wheel's own callback: then it did nothing). Every entry armed on it is
+/// still valid memory (armed entries are never freed).
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_free(wheel: *mut tw_entry_wheel) {
+    boundary_void(|| {
+        if wheel.is_null() {
+            return;
+        }
+        // SAFETY: non-null; came from `tw_entry_wheel_new`.
+        if unsafe { &*wheel }.advancing.get() {
+            return;
+        }
+        // SAFETY: as above, and no borrow of it is live (not advancing).
+        drop(unsafe { Box::from_raw(wheel) });
+    })
+}
+
+/// Arms `entry` due `delay_ticks` from now, or, when it is already armed
+/// on this wheel, moves it there (a reschedule; it counts as arming again
+/// for same-tick order). O(1), no allocation once the wheel has held as
+/// many timers at once. Returns `TW_FOREIGN_ENTRY` when the entry is armed
+/// on another wheel.
+///
+/// Thread safety: the wheel's thread; allowed from its callbacks.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `entry` was set up by `tw_entry_init` and stays in place while armed.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_schedule(
+    wheel: *const tw_entry_wheel,
+    entry: *mut tw_entry,
+    delay_ticks: u64,
+) -> tw_result {
+    boundary(|| {
+        // SAFETY: the caller's contract.
+        let (wheel, entry) = unsafe { (arg(wheel)?, entry_arg(entry)?) };
+        wheel.with(|w| w.schedule(entry, delay_ticks))?;
+        Ok(())
+    })
+}
+
+/// `tw_entry_schedule` at the absolute tick `deadline_tick` (a tick at or
+/// before now is due at once: the next advance fires it).
+///
+/// Thread safety: the wheel's thread; allowed from its callbacks.
+///
+/// # Safety
+/// As `tw_entry_schedule`.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_schedule_at(
+    wheel: *const tw_entry_wheel,
+    entry: *mut tw_entry,
+    deadline_tick: u64,
+) -> tw_result {
+    boundary(|| {
+        // SAFETY: the caller's contract.
+        let (wheel, entry) = unsafe { (arg(wheel)?, entry_arg(entry)?) };
+        wheel.with(|w| w.schedule_at(entry, deadline_tick))?;
+        Ok(())
+    })
+}
+
+/// Arms or moves `entry` to some tick from `earliest_delay` to
+/// `latest_delay` ticks from now (inclusive): an entry armed here whose
+/// deadline is already in the window keeps it (and its place in same-tick
+/// order); otherwise it moves to the window's tick with the most trailing
+/// zero bits (fewest cascades, shared wakeups). Writes the deadline to
+/// `*tick_out` (may be NULL). Returns `TW_INVALID_RANGE` when
+/// `earliest_delay > latest_delay`, `TW_FOREIGN_ENTRY` when the entry is
+/// armed on another wheel.
+///
+/// Thread safety: the wheel's thread; allowed from its callbacks.
+///
+/// # Safety
+/// As `tw_entry_schedule`.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_schedule_in_range(
+    wheel: *const tw_entry_wheel,
+    entry: *mut tw_entry,
+    earliest_delay: u64,
+    latest_delay: u64,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller's contract.
+        let (wheel, entry) = unsafe { (arg(wheel)?, entry_arg(entry)?) };
+        let tick = wheel.with(|w| w.schedule_in_range(entry, earliest_delay..=latest_delay))?;
+        // SAFETY: checked by `out_opt`.
+        unsafe { put_opt(tick_out, tick) };
+        Ok(())
+    })
+}
+
+/// Disarms `entry` if it is armed (on whichever wheel). Writes whether it
+/// was to `*cancelled_out` (may be NULL). Cancelling an entry that is not
+/// armed is fine. Afterwards the entry's memory may be freed.
+///
+/// Thread safety: the thread of the entry's wheel; allowed from its
+/// callbacks.
+///
+/// # Safety
+/// As `tw_entry_schedule`.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_cancel(
+    entry: *mut tw_entry,
+    cancelled_out: *mut bool,
+) -> tw_result {
+    boundary(|| {
+        let cancelled_out = out_opt(cancelled_out)?;
+        // SAFETY: the caller's contract.
+        let entry = unsafe { entry_arg(entry) }?;
+        let cancelled = entry.cancel();
+        // SAFETY: checked by `out_opt`.
+        unsafe { put_opt(cancelled_out, cancelled) };
+        Ok(())
+    })
+}
+
+/// Writes whether `entry` is armed to `*armed_out` and, when it is and
+/// `tick_out` is not NULL, its deadline tick to `*tick_out`.
+///
+/// Thread safety: the thread of the entry's wheel.
+///
+/// # Safety
+/// As `tw_entry_schedule`.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_deadline(
+    entry: *const tw_entry,
+    armed_out: *mut bool,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let armed_out = out(armed_out)?;
+        let tick_out = out_opt(tick_out)?;
+        // SAFETY: the caller's contract.
+        let entry = unsafe { entry_arg(entry) }?;
+        let deadline = entry.deadline();
+        // SAFETY: checked by `out` and `out_opt`.
+        unsafe {
+            put(armed_out, deadline.is_some());
+            if let Some(tick) = deadline {
+                put_opt(tick_out, tick);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Advances the wheel's time to `target_tick`, calling each due entry's
+/// callback as `callback(entry, ctx)`, in deadline order (arming order
+/// within a tick), at most `max` of them. Writes how many fired to
+/// `*expired_out` and whether the target was reached with nothing left due
+/// to `*complete_out` (both may be NULL). When the cap stopped it, call
+/// again to go on exactly where it stopped. A target before now counts as
+/// now. Returns `TW_REENTRANT` from inside the wheel's own callback.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `ctx` is used only during this call.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_advance(
+    wheel: *const tw_entry_wheel,
+    target_tick: u64,
+    max: usize,
+    ctx: *mut c_void,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+) -> tw_result {
+    boundary(|| {
+        let expired_out = out_opt(expired_out)?;
+        let complete_out = out_opt(complete_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        if wheel.advancing.replace(true) {
+            return Err(tw_result::TW_REENTRANT);
+        }
+        struct Leave<'a>(&'a Cell<bool>);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.set(false);
+            }
+        }
+        let _leave = Leave(&wheel.advancing);
+        // The loop of `EmbeddedWheel::advance`, written out so that no
+        // borrow of the wheel is live while C runs.
+        let target = target_tick.max(wheel.with(|w| w.now()));
+        let mut expired = 0;
+        let mut stopped_at_cap = true;
+        // One pass (CONTRACT 1): an entry a callback arms for the tick the
+        // advance has reached fires in the next advance. A callback cannot
+        // unwind out of here (the header forbids it), so the pass always
+        // ends below.
+        wheel.with(|w| w.begin_pass());
+        while expired < max {
+            let Some(entry) = wheel.with(|w| w.poll_entry(target)) else {
+                stopped_at_cap = false;
+                break;
+            };
+            expired += 1;
+            // SAFETY: the entry was armed until now, so it is alive; its
+            // callback is read before the call, which may free the entry.
+            let callback = unsafe { *entry.as_ref().value() };
+            if let Some(callback) = callback {
+                // SAFETY: the caller's function; the header forbids
+                // unwinding.
+                unsafe { callback(entry.as_ptr().cast::<tw_entry>(), ctx) };
+            }
+        }
+        wheel.with(|w| w.end_pass());
+        let complete = if stopped_at_cap {
+            wheel.with(|w| w.finish_capped_advance(target))
+        } else {
+            !wheel.with(|w| w.is_due_now())
+        };
+        // SAFETY: checked by `out_opt`.
+        unsafe {
+            put_opt(expired_out, expired);
+            put_opt(complete_out, complete);
+        }
+        Ok(())
+    })
+}
+
+/// Ticks from now until the next entry is due, at most `cap`, written to
+/// `*ticks_out`: `cap` when nothing is armed, 0 when an entry is due now.
+/// Exact (not a bucket boundary).
+///
+/// Thread safety: the wheel's thread; allowed from its callbacks.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_ticks_to_next_event(
+    wheel: *const tw_entry_wheel,
+    cap: u64,
+    ticks_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let ticks_out = out(ticks_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        let ticks = wheel.with(|w| w.ticks_to_next_event(cap));
+        // SAFETY: checked by `out`.
+        unsafe { put(ticks_out, ticks) };
+        Ok(())
+    })
+}
+
+/// Writes the wheel's current tick to `*tick_out` (inside a callback: the
+/// firing entry's deadline).
+///
+/// Thread safety: the wheel's thread; allowed from its callbacks.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_now(
+    wheel: *const tw_entry_wheel,
+    tick_out: *mut u64,
+) -> tw_result {
+    boundary(|| {
+        let tick_out = out(tick_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        // SAFETY: checked by `out`.
+        unsafe { put(tick_out, wheel.with(|w| w.now())) };
+        Ok(())
+    })
+}
+
+/// Writes the number of armed entries to `*len_out`.
+///
+/// Thread safety: the wheel's thread; allowed from its callbacks.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_len(
+    wheel: *const tw_entry_wheel,
+    len_out: *mut usize,
+) -> tw_result {
+    boundary(|| {
+        let len_out = out(len_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        // SAFETY: checked by `out`.
+        unsafe { put(len_out, wheel.with(|w| w.len())) };
+        Ok(())
+    })
+}

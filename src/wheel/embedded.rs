@@ -1,0 +1,746 @@
+//! Timers that live inside the caller's own records: [`TimerEntry`] and the
+//! wheel that links them in place, [`EmbeddedWheel`].
+//!
+//! A C or C++ server keeps a timer inside each connection (libuv's
+//! `uv_timer_t`, Linux's `timer_list`, Ratas' `TimerEvent`): arming it
+//! allocates nothing and looks nothing up. [`Wheel`](super::Wheel) instead
+//! hands out keys into a slab of its own, each checked by generation. Here
+//! the entry (deadline, links, arming number) is a field of the caller's
+//! record, and the caller names it by reference: no key, no generation
+//! check.
+//!
+//! # How entries reach the shared hierarchy
+//!
+//! The levels ([`Hierarchy`]) are the keyed wheel's, unchanged: they address
+//! entries by `u32` index through the [`Nodes`] trait, and an entry here is
+//! somewhere in the caller's memory. The wheel therefore keeps a *table*:
+//! one pointer per armed entry, indexed by the `u32` the hierarchy knows,
+//! and each armed entry keeps its own index. Arming takes a free index (a
+//! pop from a free stack, no allocation once the table has grown to the
+//! most timers armed at once); firing and cancelling give it back. Every
+//! node access is then one load from the table (hot: 8 bytes per armed
+//! timer) and one from the entry, where the slab needs one; in exchange
+//! there is no generation check, and the hierarchy, its ordering rules and
+//! its tests are shared as they are. A hierarchy generic over its link type
+//! (pointers instead of `u32`) would drop the table load but rewrite every
+//! link of `hierarchy.rs` and double its bucket heads; `benches/ratas.rs`
+//! and `benches/ratas_embedded.rs` compare the two stores on Ratas'
+//! workload.
+//!
+//! # Who touches what
+//!
+//! * An entry's link fields are `Cell`s, written only by its wheel's code,
+//!   on the wheel's thread (neither type is `Send` nor `Sync`). The payload
+//!   is written once, by [`TimerEntry::new`], and then only read.
+//! * The wheel's state (levels and table) sits behind a raw pointer, not in
+//!   a `Box` the handle owns: an entry's `Drop` and [`TimerEntry::cancel`]
+//!   reach it through the pointer the entry keeps while armed, and may run
+//!   while the caller holds `&mut EmbeddedWheel` (in a callback of
+//!   [`advance`](EmbeddedWheel::advance)). No borrow of that state is ever
+//!   held across user code: the payload is `Copy`, so reading it runs none,
+//!   and a callback runs only after the fired entry left the wheel.
+//! * An armed entry is pinned ([`Pin`]): its memory stays where it is until
+//!   its `Drop` has run, and `Drop` unlinks it. Dropping the wheel first
+//!   detaches every armed entry (they read as not armed from then on).
+//!
+//! Same-tick order (arming order), exact ticks, range scheduling and the
+//! capped advance are the keyed wheel's: the same hierarchy code runs them,
+//! and `tests/embedded_differential.rs` checks both against each other on
+//! random operation sequences.
+
+use std::cell::Cell;
+use std::fmt;
+use std::marker::{PhantomData, PhantomPinned};
+use std::ops::RangeInclusive;
+use std::pin::Pin;
+use std::ptr::{self, NonNull};
+
+use super::hierarchy::Hierarchy;
+use super::node::{prefetch, Node, Nodes, NIL, UNLINKED};
+use super::{roundest_tick_in, Advance};
+use crate::TimerError;
+
+/// The wheel's part of an entry. `repr(C)` and first in [`TimerEntry`], so
+/// that a pointer to the entry is a pointer to its link (the table stores
+/// the entry's address, typed as its link).
+#[repr(C)]
+struct Link {
+    /// The tick the timer is due at (meaningful while armed).
+    deadline: Cell<u64>,
+    /// Arming number, for same-tick order (see `hierarchy`).
+    seq: Cell<u64>,
+    /// The wheel the entry is armed on, or null when not armed.
+    wheel: Cell<*const Shared>,
+    prev: Cell<u32>,
+    next: Cell<u32>,
+    /// The entry's index in its wheel's table (`NIL` when not armed).
+    index: Cell<u32>,
+    /// The bucket holding the entry, or `UNLINKED`.
+    bucket: Cell<u16>,
+}
+
+impl Link {
+    const fn new() -> Self {
+        Link {
+            deadline: Cell::new(0),
+            seq: Cell::new(0),
+            wheel: Cell::new(ptr::null()),
+            prev: Cell::new(NIL),
+            next: Cell::new(NIL),
+            index: Cell::new(NIL),
+            bucket: Cell::new(UNLINKED),
+        }
+    }
+
+    /// Marks the entry as in no wheel.
+    #[inline(always)]
+    fn detach(&self) {
+        self.wheel.set(ptr::null());
+        self.index.set(NIL);
+    }
+
+    /// Disarms the entry if armed; `true` when it was.
+    #[inline]
+    fn cancel(&self) -> bool {
+        let shared = self.wheel.get();
+        if shared.is_null() {
+            return false;
+        }
+        // SAFETY: an armed entry's wheel is alive (dropping a wheel detaches
+        // its entries first), used by this thread only (neither type is
+        // `Send`), and no other borrow of its state is live: the wheel's
+        // methods run no user code while they hold one (module docs).
+        let shared = unsafe { &mut *shared.cast_mut() };
+        let index = self.index.get();
+        shared.hierarchy.unlink(&mut shared.table, index);
+        shared.table.remove(index);
+        self.detach();
+        true
+    }
+}
+
+/// A timer kept inside the caller's record, armed on an [`EmbeddedWheel`].
+///
+/// The entry carries a `Copy` payload (an index, an id, a function pointer)
+/// that the wheel hands back when it fires. Arming it takes a pinned
+/// reference: an armed entry must not move. Dropping an armed entry disarms
+/// it.
+///
+/// ```
+/// use std::pin::pin;
+/// use tickwheel::{EmbeddedWheel, TimerEntry};
+///
+/// let mut wheel = EmbeddedWheel::new();
+/// let idle = pin!(TimerEntry::new("idle"));
+/// let pace = pin!(TimerEntry::new("pace"));
+/// wheel.schedule(idle.as_ref(), 100).unwrap();
+/// wheel.schedule(pace.as_ref(), 10).unwrap();
+/// wheel.schedule(idle.as_ref(), 200).unwrap(); // moved, still one timer
+/// assert_eq!(idle.deadline(), Some(200));
+///
+/// let mut fired = Vec::new();
+/// wheel.advance(1000, usize::MAX, |wheel, timer| {
+///     fired.push((timer.deadline, timer.value));
+///     if timer.value == "pace" && wheel.now() < 30 {
+///         wheel.schedule(pace.as_ref(), 10).unwrap(); // re-armed in place
+///     }
+/// });
+/// assert_eq!(fired, [(10, "pace"), (20, "pace"), (30, "pace"), (200, "idle")]);
+/// assert!(!idle.is_armed());
+/// ```
+#[repr(C)]
+pub struct TimerEntry<T> {
+    link: Link,
+    value: T,
+    _pinned: PhantomPinned,
+}
+
+impl<T> TimerEntry<T> {
+    /// A timer that is not armed, carrying `value`.
+    pub const fn new(value: T) -> Self {
+        TimerEntry {
+            link: Link::new(),
+            value,
+            _pinned: PhantomPinned,
+        }
+    }
+
+    /// The payload.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// `true` while the timer is armed on a wheel (not fired, cancelled,
+    /// dropped with its wheel).
+    pub fn is_armed(&self) -> bool {
+        !self.link.wheel.get().is_null()
+    }
+
+    /// The tick the timer is due at, or `None` when it is not armed.
+    pub fn deadline(&self) -> Option<u64> {
+        self.is_armed().then(|| self.link.deadline.get())
+    }
+
+    /// Disarms the timer. Returns `true` when it was armed, `false` when it
+    /// was not (never armed, fired, cancelled, or its wheel was dropped).
+    /// Needs no wheel: an armed entry knows its own.
+    pub fn cancel(&self) -> bool {
+        self.link.cancel()
+    }
+}
+
+impl<T> Drop for TimerEntry<T> {
+    fn drop(&mut self) {
+        self.link.cancel();
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for TimerEntry<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerEntry")
+            .field("value", &self.value)
+            .field("deadline", &self.deadline())
+            .finish()
+    }
+}
+
+/// A timer that came due, as handed out by [`EmbeddedWheel::poll`] and
+/// [`EmbeddedWheel::advance`]. The entry is no longer armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fired<T> {
+    /// The tick it was due at; the wheel's `now()` while it is handled.
+    pub deadline: u64,
+    /// A copy of the entry's payload.
+    pub value: T,
+}
+
+/// The table of armed entries: the [`Nodes`] store the hierarchy links
+/// through (see the module docs).
+struct Table {
+    /// Per index, the armed entry's address (typed as its link), or null.
+    slots: Vec<*const Link>,
+    /// Indices whose slot is null, most recently freed last.
+    free: Vec<u32>,
+}
+
+impl Table {
+    /// The entry at `index`, which the hierarchy holds, so it is armed.
+    #[inline(always)]
+    fn link(&self, index: u32) -> &Link {
+        debug_assert!(!self.slots[index as usize].is_null());
+        // SAFETY: (1) the hierarchy only holds indices of armed entries,
+        // which `insert` gave out and `remove` has not taken back, so the
+        // index is in bounds; (2) an armed entry is pinned and alive (its
+        // `Drop` unlinks it and empties its slot before its memory goes).
+        unsafe { &**self.slots.get_unchecked(index as usize) }
+    }
+
+    /// Takes an index for `entry`, which is being armed.
+    #[inline]
+    fn insert(&mut self, entry: *const Link) -> u32 {
+        match self.free.pop() {
+            Some(index) => {
+                // SAFETY: free indices are below `slots.len()`.
+                unsafe { *self.slots.get_unchecked_mut(index as usize) = entry };
+                index
+            }
+            None => self.push(entry),
+        }
+    }
+
+    /// [`insert`](Self::insert) when no index is free: the table grows.
+    #[inline(never)]
+    fn push(&mut self, entry: *const Link) -> u32 {
+        let index = self.slots.len();
+        assert!(
+            index < NIL as usize,
+            "tickwheel: more than 2^32-1 timers armed in one wheel"
+        );
+        self.slots.push(entry);
+        // Room for every index to be free at once: `remove` never allocates.
+        self.free.reserve(self.slots.len() - self.free.len());
+        index as u32
+    }
+
+    /// Gives back `index`, whose entry is no longer armed.
+    #[inline]
+    fn remove(&mut self, index: u32) {
+        // SAFETY: `index` was given out by `insert`, so it is in bounds.
+        unsafe { *self.slots.get_unchecked_mut(index as usize) = ptr::null() };
+        // No allocation: `push` reserved room for every index.
+        self.free.push(index);
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+/// Ordered: the entries keep 64-bit arming numbers, so moves above level 0
+/// stay in place (the `hierarchy` module docs), as in the keyed wheel.
+impl Nodes for Table {
+    const ORDERED: bool = true;
+
+    #[inline(always)]
+    fn node(&self, index: u32) -> Node {
+        let link = self.link(index);
+        Node {
+            deadline: link.deadline.get(),
+            prev: link.prev.get(),
+            next: link.next.get(),
+            bucket: link.bucket.get(),
+        }
+    }
+
+    #[inline(always)]
+    fn set_node(&mut self, index: u32, node: Node) {
+        let link = self.link(index);
+        link.deadline.set(node.deadline);
+        link.prev.set(node.prev);
+        link.next.set(node.next);
+        link.bucket.set(node.bucket);
+    }
+
+    #[inline(always)]
+    fn set_prev(&mut self, index: u32, prev: u32) {
+        self.link(index).prev.set(prev);
+    }
+
+    #[inline(always)]
+    fn set_next(&mut self, index: u32, next: u32) {
+        self.link(index).next.set(next);
+    }
+
+    #[inline(always)]
+    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
+        let link = self.link(index);
+        link.deadline.set(deadline);
+        link.seq.set(seq);
+    }
+
+    #[inline(always)]
+    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
+        self.set_node(index, node);
+        self.link(index).seq.set(seq);
+    }
+
+    #[inline(always)]
+    fn seq(&self, index: u32) -> u64 {
+        self.link(index).seq.get()
+    }
+
+    #[inline(always)]
+    fn set_seq(&mut self, index: u32, seq: u64) {
+        self.link(index).seq.set(seq);
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, index: u32) {
+        prefetch(self.link(index));
+    }
+}
+
+/// The wheel's state, on the heap at a fixed address that armed entries
+/// point to.
+struct Shared {
+    hierarchy: Hierarchy,
+    table: Table,
+}
+
+/// A single-threaded hierarchical timing wheel whose timers are
+/// [`TimerEntry`] fields of the caller's own records (see the module docs).
+///
+/// The same levels, order and time rules as [`Wheel`](super::Wheel): a
+/// timer fires on its own deadline tick, timers of one tick in arming order
+/// (a move counts as arming), deadlines before `now()` are due at once (the
+/// next poll or advance fires them, never the call that armed them), and
+/// deadlines saturate at `u64::MAX`.
+///
+/// An entry is armed on at most one wheel at a time; arming it on another
+/// while armed is refused with [`TimerError::ForeignEntry`].
+pub struct EmbeddedWheel<T: Copy> {
+    shared: NonNull<Shared>,
+    /// Not `Send` or `Sync`: entries on other threads would reach the
+    /// wheel's state through their pointers.
+    _entries: PhantomData<*const TimerEntry<T>>,
+}
+
+impl<T: Copy> Default for EmbeddedWheel<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Copy> EmbeddedWheel<T> {
+    /// An empty wheel at tick 0.
+    pub fn new() -> Self {
+        Self::starting_at(0)
+    }
+
+    /// An empty wheel whose time starts at `now`.
+    pub fn starting_at(now: u64) -> Self {
+        Self::with_capacity_at(now, 0)
+    }
+
+    /// An empty wheel at tick 0 with table room for `capacity` armed timers
+    /// before it allocates.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_capacity_at(0, capacity)
+    }
+
+    fn with_capacity_at(now: u64, capacity: usize) -> Self {
+        let shared = Box::new(Shared {
+            hierarchy: Hierarchy::starting_at(now),
+            table: Table {
+                slots: Vec::with_capacity(capacity),
+                free: Vec::with_capacity(capacity),
+            },
+        });
+        EmbeddedWheel {
+            shared: NonNull::from(Box::leak(shared)),
+            _entries: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn state(&self) -> &Shared {
+        // SAFETY: allocated in `with_capacity_at`, freed only by `Drop`;
+        // no `&mut` of it is live while `&self` methods run (module docs).
+        unsafe { self.shared.as_ref() }
+    }
+
+    #[inline(always)]
+    fn state_mut(&mut self) -> &mut Shared {
+        // SAFETY: as in `state`; entries' `Drop` and `cancel` take their
+        // own borrow only while none of the wheel's is live (module docs).
+        unsafe { &mut *self.shared.as_ptr() }
+    }
+
+    /// The current tick. While a fired timer is handled, its deadline.
+    pub fn now(&self) -> u64 {
+        self.state().hierarchy.now()
+    }
+
+    /// Number of armed timers.
+    pub fn len(&self) -> usize {
+        self.state().table.len()
+    }
+
+    /// `true` when no timer is armed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Arms `entry` due `delay` ticks from now, or moves it there if it is
+    /// already armed on this wheel (counting as arming again for same-tick
+    /// order). `delay == 0` makes it due at once.
+    ///
+    /// # Errors
+    /// [`TimerError::ForeignEntry`] when the entry is armed on another wheel
+    /// (nothing changes).
+    #[inline]
+    pub fn schedule(&mut self, entry: Pin<&TimerEntry<T>>, delay: u64) -> Result<(), TimerError> {
+        let deadline = self.now().saturating_add(delay);
+        self.schedule_at(entry, deadline)
+    }
+
+    /// [`schedule`](Self::schedule) at the absolute tick `deadline`
+    /// (clamped to `now()` if earlier).
+    ///
+    /// # Errors
+    /// As [`schedule`](Self::schedule).
+    // Always inlined, with only the move of an entry armed here inline
+    // (the hierarchy's `rearm`: a move in place inline, the rest out of
+    // line): Ratas' workload moves armed timers far more often than it
+    // arms idle ones, and out of line the call's register saves cost as
+    // much as the move (`benches/ratas_embedded.rs` under callgrind).
+    #[inline(always)]
+    pub fn schedule_at(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        deadline: u64,
+    ) -> Result<(), TimerError> {
+        let link = &entry.link;
+        if link.wheel.get() == self.shared.as_ptr().cast_const() {
+            let state = self.state_mut();
+            let deadline = deadline.max(state.hierarchy.now());
+            // Linked, so `rearm` moves it (never the held-timer case).
+            let held = state
+                .hierarchy
+                .rearm(&mut state.table, link.index.get(), deadline);
+            debug_assert!(!held);
+            return Ok(());
+        }
+        self.arm(entry, deadline)
+    }
+
+    /// [`schedule_at`](Self::schedule_at) of an entry not armed here.
+    #[inline(never)]
+    fn arm(&mut self, entry: Pin<&TimerEntry<T>>, deadline: u64) -> Result<(), TimerError> {
+        let entry = entry.get_ref();
+        let link = &entry.link;
+        if !link.wheel.get().is_null() {
+            return Err(TimerError::ForeignEntry);
+        }
+        let this = self.shared.as_ptr().cast_const();
+        let state = self.state_mut();
+        let deadline = deadline.max(state.hierarchy.now());
+        // The table keeps the whole entry's address (not the link's), so
+        // that `poll` can read the payload through it.
+        let index = state.table.insert(ptr::from_ref(entry).cast::<Link>());
+        link.index.set(index);
+        link.wheel.set(this);
+        state.hierarchy.link(&mut state.table, index, deadline);
+        Ok(())
+    }
+
+    /// Arms or moves `entry` to some tick from `delays.start()` to
+    /// `delays.end()` ticks from now (both inclusive): kept where it is if
+    /// it is armed here with a deadline in the window (keeping its place in
+    /// same-tick order), else moved to the window's tick with the most
+    /// trailing zero bits, as [`Wheel::insert_in_range`](super::Wheel::insert_in_range)
+    /// picks. Returns the timer's deadline.
+    ///
+    /// # Errors
+    /// [`TimerError::InvalidRange`] when the range is empty,
+    /// [`TimerError::ForeignEntry`] when the entry is armed on another wheel;
+    /// nothing changes.
+    #[inline]
+    pub fn schedule_in_range(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        delays: RangeInclusive<u64>,
+    ) -> Result<u64, TimerError> {
+        let (earliest, latest) = delays.into_inner();
+        // Checked before saturating: both ends may saturate to one tick.
+        if earliest > latest {
+            return Err(TimerError::InvalidRange);
+        }
+        let now = self.now();
+        self.schedule_at_in_range(
+            entry,
+            now.saturating_add(earliest)..=now.saturating_add(latest),
+        )
+    }
+
+    /// [`schedule_in_range`](Self::schedule_in_range) with absolute ticks
+    /// (clamped to `now()`).
+    ///
+    /// # Errors
+    /// As [`schedule_in_range`](Self::schedule_in_range).
+    #[inline]
+    pub fn schedule_at_in_range(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        deadlines: RangeInclusive<u64>,
+    ) -> Result<u64, TimerError> {
+        let (earliest, latest) = deadlines.into_inner();
+        if earliest > latest {
+            return Err(TimerError::InvalidRange);
+        }
+        let now = self.now();
+        let (earliest, latest) = (earliest.max(now), latest.max(now));
+        let link = &entry.link;
+        if link.wheel.get() == self.shared.as_ptr().cast_const() {
+            let current = link.deadline.get();
+            if (earliest..=latest).contains(&current) {
+                return Ok(current);
+            }
+        }
+        let deadline = roundest_tick_in(earliest, latest);
+        self.schedule_at(entry, deadline)?;
+        Ok(deadline)
+    }
+
+    /// Disarms `entry` if it is armed on this wheel; `true` when it was.
+    ///
+    /// # Errors
+    /// [`TimerError::ForeignEntry`] when it is armed on another wheel
+    /// ([`TimerEntry::cancel`] needs no wheel).
+    pub fn cancel(&mut self, entry: &TimerEntry<T>) -> Result<bool, TimerError> {
+        let owner = entry.link.wheel.get();
+        if !owner.is_null() && owner != self.shared.as_ptr().cast_const() {
+            return Err(TimerError::ForeignEntry);
+        }
+        Ok(entry.cancel())
+    }
+
+    /// The next entry due at or before `target`, with `now()` advanced to
+    /// its deadline and the entry no longer armed; or, when none is,
+    /// `now()` advanced to `target` (never backwards) and `None`. The
+    /// entry's address is for the C ABI, which hands it to C.
+    #[inline(always)]
+    pub(crate) fn poll_entry(&mut self, target: u64) -> Option<NonNull<TimerEntry<T>>> {
+        let state = self.state_mut();
+        let index = state.hierarchy.pop_due(&mut state.table, target)?;
+        // The raw address, not a `&Link` made from it: the payload read
+        // through it in `poll` lies outside the link.
+        // SAFETY: the hierarchy holds `index`, so it is in bounds.
+        let entry = unsafe { *state.table.slots.get_unchecked(index as usize) };
+        state.table.remove(index);
+        // SAFETY: armed until now, so alive (see `Table::link`).
+        unsafe { (*entry).detach() };
+        // SAFETY: table slots of armed entries are never null.
+        Some(unsafe { NonNull::new_unchecked(entry.cast_mut()) }.cast())
+    }
+
+    /// Returns the next timer due at or before `target`, advancing `now()`
+    /// to its deadline; or, when none is, advances `now()` to `target` and
+    /// returns `None`. The fired entry is no longer armed; the caller may
+    /// arm it again. A `target` before `now()` counts as `now()`.
+    #[inline(always)]
+    pub fn poll(&mut self, target: u64) -> Option<Fired<T>> {
+        // A poll of its own is a pass of its own (the keyed wheel's rule):
+        // nothing armed before it waits, and an advance that a panicking
+        // callback left is over.
+        self.end_pass();
+        self.pop_fired(target)
+    }
+
+    /// [`poll`](Self::poll) inside a pass: an entry armed during the pass
+    /// for the tick it has reached waits for the next one.
+    #[inline(always)]
+    fn pop_fired(&mut self, target: u64) -> Option<Fired<T>> {
+        let entry = self.poll_entry(target)?;
+        // SAFETY: the entry was armed until `poll_entry` detached it just
+        // now, so it is alive (its `Drop` would have unlinked it); the table
+        // kept the whole entry's address, so the payload is in reach. `T`
+        // is `Copy`: reading it runs no user code.
+        let value = unsafe { ptr::addr_of!((*entry.as_ptr()).value).read() };
+        Some(Fired {
+            deadline: self.now(),
+            value,
+        })
+    }
+
+    /// Advances to `target`, handing at most `max` expired timers to
+    /// `on_expired` together with the wheel, which the callback may change
+    /// (arm, move or cancel any entry, the fired one included; `now()` reads
+    /// the timer's deadline). When the cap stops it, `complete` is `false`
+    /// and `now()` is the tick being processed; calling again finishes it.
+    ///
+    /// A callback that panics leaves the wheel consistent (the fired entry
+    /// left it before the callback ran); the panic propagates to the caller
+    /// and the next advance goes on from there.
+    pub fn advance<F>(&mut self, target: u64, max: usize, mut on_expired: F) -> Advance
+    where
+        F: FnMut(&mut Self, Fired<T>),
+    {
+        let target = target.max(self.now());
+        let mut expired = 0;
+        self.begin_pass();
+        while expired < max {
+            match self.pop_fired(target) {
+                Some(timer) => {
+                    expired += 1;
+                    on_expired(self, timer);
+                }
+                None => {
+                    self.end_pass();
+                    // Not complete when the pass stopped at an entry armed
+                    // during it for the tick it had reached (CONTRACT 1).
+                    return Advance {
+                        expired,
+                        complete: !self.is_due_now(),
+                    };
+                }
+            }
+        }
+        self.end_pass();
+        Advance {
+            expired,
+            complete: self.finish_capped_advance(target),
+        }
+    }
+
+    /// Starts a pass (an advance): until [`end_pass`](Self::end_pass), an
+    /// entry armed for a tick the pass has reached waits for the next one
+    /// (see "Due now" in the `hierarchy` module docs).
+    pub(crate) fn begin_pass(&mut self) {
+        self.state_mut().hierarchy.begin_pass();
+    }
+
+    /// Ends the pass begun by [`begin_pass`](Self::begin_pass).
+    pub(crate) fn end_pass(&mut self) {
+        self.state_mut().hierarchy.end_pass();
+    }
+
+    /// An advance to `target` reached its cap: if nothing else is due by
+    /// `target`, finishes the move there and returns `true`.
+    pub(crate) fn finish_capped_advance(&mut self, target: u64) -> bool {
+        let state = self.state_mut();
+        if state.hierarchy.skip_if_idle_until(target) {
+            return true;
+        }
+        let complete = state
+            .hierarchy
+            .next_deadline(&state.table)
+            .is_none_or(|d| d > target);
+        if complete {
+            let none = self.poll_entry(target);
+            debug_assert!(none.is_none());
+        }
+        complete
+    }
+
+    /// The earliest deadline of any armed timer (`now()` if one is due).
+    /// Exact; its cost is the keyed wheel's
+    /// ([`Wheel::next_deadline`](super::Wheel::next_deadline)).
+    pub fn next_deadline(&self) -> Option<u64> {
+        let state = self.state();
+        state.hierarchy.next_deadline(&state.table)
+    }
+
+    /// Ticks from now until the next timer is due, at most `cap`: `cap`
+    /// when nothing is armed, 0 when a timer is due now. Exact, as
+    /// [`Wheel::ticks_to_next_event`](super::Wheel::ticks_to_next_event).
+    pub fn ticks_to_next_event(&self, cap: u64) -> u64 {
+        if cap == 0 {
+            return 0;
+        }
+        let state = self.state();
+        let now = state.hierarchy.now();
+        state
+            .hierarchy
+            .next_deadline_until(&state.table, now.saturating_add(cap - 1))
+            .map_or(cap, |deadline| deadline - now)
+    }
+
+    /// `true` when a timer is due at `now()` (O(1)).
+    pub fn is_due_now(&self) -> bool {
+        self.state().hierarchy.due_now()
+    }
+}
+
+impl<T: Copy> Drop for EmbeddedWheel<T> {
+    fn drop(&mut self) {
+        // Detach every armed entry, so that its later `Drop` or `cancel`
+        // does not reach freed memory.
+        let state = self.state_mut();
+        for head in state.hierarchy.heads() {
+            let mut index = head;
+            while index != NIL {
+                let link = state.table.link(index);
+                index = link.next.get();
+                link.bucket.set(UNLINKED);
+                link.detach();
+            }
+        }
+        // SAFETY: allocated by `Box` in `with_capacity_at`; no entry points
+        // to it any more, and this handle was its only owner.
+        drop(unsafe { Box::from_raw(self.shared.as_ptr()) });
+    }
+}
+
+impl<T: Copy> fmt::Debug for EmbeddedWheel<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddedWheel")
+            .field("now", &self.now())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+#[path = "embedded_tests.rs"]
+mod tests;
