@@ -1271,6 +1271,58 @@ mod seq_wrap_tests {
         assert_eq!(fired, expected);
     }
 
+    /// A renumbering in the middle of a pass moves the pass's fence with
+    /// the numbers: what was armed before the pass reached `now` still fires
+    /// in it, what was armed for `now` during it waits for the next pass.
+    /// Fails if `renumber` leaves the fence where it was (B, armed before
+    /// the pass, would then wait too).
+    #[test]
+    fn a_renumbering_during_a_pass_keeps_its_fence() {
+        let mut nodes = Narrow(
+            (0..4)
+                .map(|_| {
+                    let node = Node {
+                        deadline: 0,
+                        prev: NIL,
+                        next: NIL,
+                        bucket: UNLINKED,
+                    };
+                    (node, 0)
+                })
+                .collect(),
+        );
+        let (a, b, c, d) = (0, 1, 2, 3);
+        let mut wheel = Hierarchy::starting_at(0);
+        let first = (1u64 << 32) - 2;
+        // A and B take `first` and `first + 1`; the renumbering comes due
+        // at D's arming, inside the pass.
+        wheel.set_seq_for_test(first, first + 3);
+        wheel.link(&mut nodes, a, 5);
+        wheel.link(&mut nodes, b, 5);
+        wheel.begin_pass();
+        assert_eq!(wheel.pop_due(&mut nodes, 10), Some(a));
+        // As A's callback would: two timers armed for the tick reached.
+        wheel.link(&mut nodes, c, 5);
+        wheel.link(&mut nodes, d, 5);
+        assert_eq!(
+            wheel.pop_due(&mut nodes, 10),
+            Some(b),
+            "B was armed before the pass"
+        );
+        assert_eq!(
+            wheel.pop_due(&mut nodes, 10),
+            None,
+            "C and D wait for the next pass"
+        );
+        assert_eq!(wheel.now(), 5);
+        wheel.end_pass();
+        wheel.begin_pass();
+        assert_eq!(wheel.pop_due(&mut nodes, 10), Some(c));
+        assert_eq!(wheel.pop_due(&mut nodes, 10), Some(d));
+        assert_eq!(wheel.pop_due(&mut nodes, 10), None);
+        wheel.end_pass();
+    }
+
     /// The numbers wrap from 2^32 - 1 to 0 half-way through the run. Fails
     /// when numbers are compared with a plain `<` (the wrapped ones then
     /// sort first).
