@@ -9,21 +9,29 @@
  * How tickwheel fits into the loop:
  *  - an embedded service (no driver threads), one shard, claimed by this
  *    thread; timers started here go to that shard;
- *  - each loop iteration polls the shard, then sleeps in epoll_wait for at
- *    most tw_shard_next_timeout_ms (-1 when no timer is armed);
+ *  - each loop iteration first collects the due timers without anything
+ *    being called (tw_shard_poll_due with run false) and handles each one
+ *    itself, in its own order, on its own stack: it closes that idle
+ *    connection. Then it sleeps in epoll_wait for tw_shard_next_timeout_ms:
+ *    until the earliest idle deadline (docs/CONTRACT.md item 22), -1 when
+ *    no timer is armed;
+ *  - a collected timer is named by its handle only, so the server keeps a
+ *    map from handle to connection (a POSIX tsearch tree);
  *  - the service's wake callback writes to an eventfd in the epoll set, so a
  *    timer started from another thread could cut the sleep short (this
  *    server starts them all on its own thread; the eventfd is there to show
  *    the wiring);
  *  - each connection's timer owns the connection: its ctx_free closes the
- *    socket and frees the struct once the service lets go of the timer, so
- *    one path frees a connection however it ends. */
+ *    socket, leaves the map and frees the struct once the service lets go
+ *    of the timer, so one path frees a connection however it ends. */
 #define _GNU_SOURCE
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <search.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +65,7 @@ typedef struct server {
     int wake_fd;
     uint64_t idle_ns;
     long open, idle_closed;
+    void *by_timer; /* tsearch tree of conn *, ordered by timer handle */
 } server;
 
 typedef struct conn {
@@ -77,6 +86,22 @@ static void wake(void *ctx, size_t shard) {
     (void)n;
 }
 
+static int by_timer(const void *a, const void *b) {
+    uint64_t x = ((const conn *)a)->timer, y = ((const conn *)b)->timer;
+    return (x > y) - (x < y);
+}
+
+/* The connection whose timer has handle `timer` (every armed timer has one). */
+static conn *conn_of(server *s, uint64_t timer) {
+    conn key = {.timer = timer};
+    conn **found = tfind(&key, &s->by_timer, by_timer);
+    if (found == NULL) {
+        fprintf(stderr, "a collected timer with no connection\n");
+        exit(2);
+    }
+    return *found;
+}
+
 static void close_conn(conn *c) {
     if (c->fd >= 0) {
         close(c->fd); /* also leaves the epoll set */
@@ -89,16 +114,45 @@ static void close_conn(conn *c) {
 static void free_conn(void *ctx) {
     conn *c = ctx;
     close_conn(c);
+    tdelete(c, &c->server->by_timer, by_timer);
     free(c);
 }
 
-/* The idle timeout fired: close the connection and give the timer back
- * (its ctx_free frees the struct after this returns). */
-static void on_idle(void *ctx, const tw_expiry *expiry) {
-    conn *c = ctx;
+/* The idle timeout came due: close the connection and give the timer back
+ * (its ctx_free frees the struct later, at a poll of the shard). */
+static void idle_timeout(conn *c) {
     c->server->idle_closed++;
     close_conn(c);
-    check(tw_timer_free(c->server->service, expiry->timer), "tw_timer_free");
+    check(tw_timer_free(c->server->service, c->timer), "tw_timer_free");
+}
+
+/* The timer's callback, for a loop that lets tw_shard_poll run it. This
+ * loop collects its due timers instead (run_due_timers), so it is not
+ * called here, but the timer behaves the same either way. */
+static void on_idle(void *ctx, const tw_expiry *expiry) {
+    (void)expiry;
+    idle_timeout(ctx);
+}
+
+/* Collect-then-run: take the due timers out of the shard in batches (no
+ * callback runs meanwhile), then handle each, in the order collected
+ * (deadline order, arming order within a tick). */
+static void run_due_timers(server *s) {
+    bool found = true;
+    while (found) {
+        tw_expiry due[64];
+        size_t n = 0;
+        while (n < 64) {
+            check(tw_shard_poll_due(s->shard, false, &due[n], &found), "tw_shard_poll_due");
+            if (!found) {
+                break;
+            }
+            n++;
+        }
+        for (size_t i = 0; i < n; i++) {
+            idle_timeout(conn_of(s, due[i].timer));
+        }
+    }
 }
 
 static void accept_all(server *s, int listener) {
@@ -122,6 +176,9 @@ static void accept_all(server *s, int listener) {
         /* From here on the timer owns `c`. */
         check(tw_timer_schedule(s->service, &spec, on_idle, c, free_conn, &c->timer),
               "tw_timer_schedule");
+        if (tsearch(c, &s->by_timer, by_timer) == NULL) {
+            die("tsearch");
+        }
         struct epoll_event event = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->epoll, EPOLL_CTL_ADD, fd, &event) != 0) {
             die("epoll_ctl");
@@ -143,7 +200,8 @@ static void on_readable(server *s, conn *c) {
         return;
     }
     /* The client closed: stop and free the timer; ctx_free closes the socket
-     * and frees `c` at the shard's next poll. Close now so epoll forgets it. */
+     * and frees `c` at a later poll of the shard (the next collect here).
+     * Close now so epoll forgets it. */
     close_conn(c);
     check(tw_timer_free(s->service, c->timer), "tw_timer_free");
 }
@@ -204,8 +262,8 @@ int main(int argc, char **argv) {
 
     int running = 1;
     while (running) {
-        /* Fire what is due, then sleep until the next deadline at most. */
-        check(tw_shard_poll(s.shard, NULL), "tw_shard_poll");
+        /* Handle what is due, then sleep until the next deadline. */
+        run_due_timers(&s);
         int timeout = -1;
         check(tw_shard_next_timeout_ms(s.shard, &timeout), "tw_shard_next_timeout_ms");
         struct epoll_event events[64];
@@ -235,6 +293,10 @@ int main(int argc, char **argv) {
      * dropped and its ctx_free closes and frees its connection. */
     check(tw_shard_release(s.shard), "tw_shard_release");
     tw_service_free(s.service);
+    if (s.by_timer != NULL) {
+        fprintf(stderr, "echo_server: connections left in the map\n");
+        s.open++;
+    }
     close(listener);
     close(signal_fd);
     close(s.wake_fd);

@@ -83,6 +83,7 @@ compile() {
     gcc "${cflags[@]}" "$@" -o "$build/test_threads$suffix" ffi-tests/test_threads.c "$libdir/libtickwheel.a" "${libs[@]}"
     compile_cpp "$suffix" "$libdir/libtickwheel.a" "$@"
     gcc "${cflags[@]}" "$@" -o "$build/echo_server$suffix" ffi-tests/echo_server.c "$libdir/libtickwheel.a" "${libs[@]}"
+    gcc "${cflags[@]}" "$@" -o "$build/epoll_loop$suffix" ffi-tests/epoll_loop.c "$libdir/libtickwheel.a" "${libs[@]}"
 }
 gcc "${cflags[@]}" -o "$build/echo_test" ffi-tests/echo_test.c
 
@@ -100,6 +101,7 @@ for mode in "${modes[@]}"; do
         "$build/test_threads"
         run_cpp ""
         "$build/echo_test" 300 500 250 "$build/echo_server" 500
+        "$build/epoll_loop" 50 8
         ;;
     shared)
         step "shared library"
@@ -117,6 +119,7 @@ for mode in "${modes[@]}"; do
         "$build/test_threads_asan"
         run_cpp "_asan"
         "$build/echo_test" 300 500 500 "$build/echo_server_asan" 500
+        "$build/epoll_loop_asan" 50 8
         unset ASAN_OPTIONS UBSAN_OPTIONS
         ;;
     valgrind)
@@ -134,6 +137,7 @@ for mode in "${modes[@]}"; do
         run_cpp "" "${vg[@]}"
         # The server runs under valgrind, about 20x slower: a wider tolerance.
         "$build/echo_test" 300 500 1500 "${vg[@]}" "$build/echo_server" 500
+        "${vg[@]}" "$build/epoll_loop" 50 8
         ;;
     tsan)
         step "ThreadSanitizer (C++ tests, instrumented library)"

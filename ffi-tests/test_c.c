@@ -1411,6 +1411,127 @@ static void test_collect_then_run(void) {
     done(f);
 }
 
+/* A moved timer counts as newly armed (CONTRACT 5): on its new tick it
+ * fires after every timer already armed for that tick, whether it came from
+ * a later tick (l in the same wheel bucket, f from a far level), an earlier
+ * one (e), that same tick (z, armed for it before the others), or had fired
+ * (h: held on the wheel, re-armed on the service). Each move function, with
+ * the tick on level 0, 1 and 2, the moves made at the start or after time
+ * moved (a armed before, b after). The range moves keep z, already in its
+ * window, with its place. */
+static const uint64_t move_cases[][5] = {
+    /* tick, earlier, later, far, the tick the moves are made at */
+    {40, 20, 50, 5000, 10},
+    {200, 130, 203, 9000, 0},
+    {200, 130, 203, 9000, 100},
+    {5000, 4200, 5001, 300000, 0},
+    {5000, 4200, 5001, 300000, 4100},
+};
+#define MOVE_CASES (sizeof move_cases / sizeof move_cases[0])
+
+static char moved_log[16];
+static size_t moved_n;
+static void log_name(void *ctx, const tw_expiry *expiry) {
+    (void)expiry;
+    CHECK(moved_n < sizeof moved_log - 1);
+    moved_log[moved_n++] = *(const char *)ctx;
+    moved_log[moved_n] = '\0';
+}
+
+static void test_moved_timers_fire_after_those_already_armed(void) {
+    /* The wheel: tw_wheel_reschedule, _after, _in_range, _in_range_after. */
+    for (int how = 0; how < 4; how++) {
+        for (size_t c = 0; c < MOVE_CASES; c++) {
+            uint64_t t = move_cases[c][0], pause = move_cases[c][4];
+            tw_wheel *wheel = NULL;
+            wheel_log log;
+            memset(&log, 0, sizeof log);
+            CHECK_OK(tw_wheel_new(0, &wheel));
+            log.wheel = wheel;
+            /* z, e, l, f, h, a; then b */
+            const char names[] = "zelfhab";
+            const uint64_t at[] = {t, move_cases[c][1], move_cases[c][2], move_cases[c][3], pause, t, t};
+            uint64_t k[7] = {0};
+            for (int i = 0; i < 6; i++) {
+                CHECK_OK(tw_wheel_schedule(wheel, at[i], (void *)(uintptr_t)names[i], &k[i]));
+            }
+            size_t expired = 0;
+            bool complete = false;
+            CHECK_OK(tw_wheel_advance_keep(wheel, pause, SIZE_MAX, on_wheel, &log, &expired,
+                                           &complete));
+            CHECK(expired == 1 && complete && log.order[0] == 'h');
+            CHECK_OK(tw_wheel_schedule(wheel, t, (void *)(uintptr_t)'b', &k[6]));
+            const int moved[] = {2, 1, 0, 3, 4}; /* l, e, z, f, h */
+            for (int m = 0; m < 5; m++) {
+                uint64_t key = k[moved[m]], tick = 0;
+                switch (how) {
+                case 0: CHECK_OK(tw_wheel_reschedule(wheel, key, t)); break;
+                case 1: CHECK_OK(tw_wheel_reschedule_after(wheel, key, t - pause)); break;
+                case 2:
+                    CHECK_OK(tw_wheel_reschedule_in_range(wheel, key, t, t, &tick));
+                    CHECK(tick == t);
+                    break;
+                default:
+                    CHECK_OK(tw_wheel_reschedule_in_range_after(wheel, key, t - pause, t - pause,
+                                                                &tick));
+                    CHECK(tick == t);
+                    break;
+                }
+            }
+            log.n = 0;
+            CHECK_OK(tw_wheel_advance(wheel, t - 1, SIZE_MAX, on_wheel, &log, &expired, NULL));
+            CHECK(expired == 0);
+            CHECK_OK(tw_wheel_advance(wheel, t, SIZE_MAX, on_wheel, &log, &expired, &complete));
+            CHECK(expired == 7 && complete);
+            char order[8] = {0};
+            for (size_t i = 0; i < 7; i++) {
+                CHECK(log.at[i] == t);
+                order[i] = (char)log.order[i];
+            }
+            const char *want = how < 2 ? "ablezfh" : "zablefh";
+            if (strcmp(order, want) != 0) {
+                fprintf(stderr, "move %d onto tick %llu at %llu: fired %s, expected %s\n", how,
+                        (unsigned long long)t, (unsigned long long)pause, order, want);
+                abort();
+            }
+            tw_wheel_free(wheel);
+        }
+    }
+
+    /* The service: tw_timer_restart by the owner between polls. */
+    for (size_t c = 0; c < MOVE_CASES; c++) {
+        uint64_t t = move_cases[c][0], pause = move_cases[c][4];
+        fixture f = manual(1);
+        static char names[] = "zelfhab";
+        const uint64_t at[] = {t, move_cases[c][1], move_cases[c][2], move_cases[c][3], pause, t};
+        uint64_t timers[7] = {0};
+        for (int i = 0; i < 6; i++) {
+            CHECK_OK(tw_timer_start(f.service, at[i] * MS, log_name, &names[i], &timers[i]));
+        }
+        moved_n = 0;
+        CHECK(advance(f, pause * MS) == 1 && strcmp(moved_log, "h") == 0);
+        moved_n = 0;
+        CHECK_OK(tw_timer_start(f.service, (t - pause) * MS, log_name, &names[6], &timers[6]));
+        const int moved[] = {2, 1, 0, 3, 4}; /* l, e, z, f, h */
+        for (int m = 0; m < 5; m++) {
+            tw_restart outcome = TW_RESTART_REARMED;
+            CHECK_OK(tw_timer_restart(f.service, timers[moved[m]], (t - pause) * MS, &outcome));
+            CHECK(outcome == (moved[m] == 4 ? TW_RESTART_REARMED : TW_RESTART_MOVED));
+        }
+        CHECK(advance(f, (t - pause - 1) * MS) == 0);
+        CHECK(advance(f, 1 * MS) == 7);
+        if (strcmp(moved_log, "ablezfh") != 0) {
+            fprintf(stderr, "restart onto tick %llu at %llu: fired %s, expected ablezfh\n",
+                    (unsigned long long)t, (unsigned long long)pause, moved_log);
+            abort();
+        }
+        for (int i = 0; i < 7; i++) {
+            CHECK_OK(tw_timer_free(f.service, timers[i]));
+        }
+        done(f);
+    }
+}
+
 static void test_wheel_advance_to_next(void) {
     tw_wheel *wheel = NULL;
     wheel_log log;
@@ -1487,6 +1608,7 @@ int main(void) {
     test_wheel_advance_to_next();
     test_due_now_is_the_next_advance();
     test_collect_then_run();
+    test_moved_timers_fire_after_those_already_armed();
     printf("test_c: all tests passed\n");
     return 0;
 }

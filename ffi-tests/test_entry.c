@@ -117,6 +117,76 @@ static void test_range_and_capped_advance(void) {
     tw_entry_wheel_free(w);
 }
 
+/* A moved entry counts as newly armed (CONTRACT 5): on its new tick it
+ * fires after every entry already armed for that tick, whether it came from
+ * a later tick (l in the same wheel bucket, f from a far level), an earlier
+ * one (e) or that same tick (z, armed for it before the others). Each
+ * schedule function, with the tick on level 0, 1 and 2, the moves made at
+ * the start or after time moved (a armed before, b after). The range
+ * schedule keeps z, already in its window, with its place. */
+static void test_a_moved_entry_fires_after_those_already_armed(void) {
+    static const uint64_t cases[][5] = {
+        /* tick, earlier, later, far, the tick the moves are made at */
+        {40, 20, 50, 5000, 10},
+        {200, 130, 203, 9000, 0},
+        {200, 130, 203, 9000, 100},
+        {5000, 4200, 5001, 300000, 0},
+        {5000, 4200, 5001, 300000, 4100},
+    };
+    const char names[] = "zelfab";
+    for (int how = 0; how < 3; how++) {
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            uint64_t t = cases[k][0], pause = cases[k][4];
+            tw_entry_wheel *w = NULL;
+            CHECK_OK(tw_entry_wheel_new(0, &w));
+            struct conn c[6];
+            const uint64_t at[] = {t, cases[k][1], cases[k][2], cases[k][3], t, t};
+            for (int i = 0; i < 6; i++) {
+                c[i].id = i;
+                CHECK_OK(tw_entry_init(&c[i].timer, record));
+                if (i < 5) {
+                    CHECK_OK(tw_entry_schedule_at(w, &c[i].timer, at[i]));
+                }
+            }
+            struct log log = {.wheel = w};
+            size_t expired = 9;
+            bool complete = false;
+            CHECK_OK(tw_entry_wheel_advance(w, pause, SIZE_MAX, &log, &expired, &complete));
+            CHECK(expired == 0 && complete);
+            CHECK_OK(tw_entry_schedule_at(w, &c[5].timer, t));
+            const int moved[] = {2, 1, 0, 3}; /* l, e, z, f */
+            for (int m = 0; m < 4; m++) {
+                tw_entry *e = &c[moved[m]].timer;
+                uint64_t tick = 0;
+                switch (how) {
+                case 0: CHECK_OK(tw_entry_schedule(w, e, t - pause)); break;
+                case 1: CHECK_OK(tw_entry_schedule_at(w, e, t)); break;
+                default:
+                    CHECK_OK(tw_entry_schedule_in_range(w, e, t - pause, t - pause, &tick));
+                    CHECK(tick == t);
+                    break;
+                }
+            }
+            CHECK_OK(tw_entry_wheel_advance(w, t - 1, SIZE_MAX, &log, &expired, &complete));
+            CHECK(expired == 0);
+            CHECK_OK(tw_entry_wheel_advance(w, t, SIZE_MAX, &log, &expired, &complete));
+            CHECK(expired == 6 && complete && log.n == 6);
+            char order[7] = {0};
+            for (int i = 0; i < 6; i++) {
+                CHECK(log.ticks[i] == t);
+                order[i] = names[log.ids[i]];
+            }
+            const char *want = how < 2 ? "ablezf" : "zablef";
+            if (strcmp(order, want) != 0) {
+                fprintf(stderr, "move %d onto tick %llu at %llu: fired %s, expected %s\n", how,
+                        (unsigned long long)t, (unsigned long long)pause, order, want);
+                abort();
+            }
+            tw_entry_wheel_free(w);
+        }
+    }
+}
+
 /* Callbacks that change the wheel: a periodic one re-arms itself, a
  * closing one cancels another entry and frees its own record. */
 struct world {
@@ -253,6 +323,7 @@ static void test_bad_input(void) {
 int main(void) {
     test_order_and_exact_ticks();
     test_range_and_capped_advance();
+    test_a_moved_entry_fires_after_those_already_armed();
     test_callbacks_change_the_wheel_and_free_records();
     test_freeing_the_wheel_detaches_entries();
     test_bad_input();

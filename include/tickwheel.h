@@ -564,10 +564,13 @@ void tw_entry_wheel_free(struct tw_entry_wheel *wheel);
 
 /**
  * Arms `entry` due `delay_ticks` from now, or, when it is already armed
- * on this wheel, moves it there (a reschedule; it counts as arming again
- * for same-tick order). O(1), no allocation once the wheel has held as
- * many timers at once. Returns `TW_FOREIGN_ENTRY` when the entry is armed
- * on another wheel.
+ * on this wheel, moves it there. O(1), no allocation once the wheel has
+ * held as many timers at once. Returns `TW_FOREIGN_ENTRY` when the entry
+ * is armed on another wheel.
+ *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
  *
  * Thread safety: the wheel's thread; allowed from its callbacks.
  *
@@ -584,6 +587,10 @@ tw_result tw_entry_schedule(const struct tw_entry_wheel *wheel,
  * `tw_entry_schedule` at the absolute tick `deadline_tick` (a tick at or
  * before now is due at once: the next advance fires it).
  *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+ *
  * Thread safety: the wheel's thread; allowed from its callbacks.
  *
  * # Safety
@@ -597,12 +604,16 @@ tw_result tw_entry_schedule_at(const struct tw_entry_wheel *wheel,
 /**
  * Arms or moves `entry` to some tick from `earliest_delay` to
  * `latest_delay` ticks from now (inclusive): an entry armed here whose
- * deadline is already in the window keeps it (and its place in same-tick
- * order); otherwise it moves to the window's tick with the most trailing
- * zero bits (fewest cascades, shared wakeups). Writes the deadline to
- * `*tick_out` (may be NULL). Returns `TW_INVALID_RANGE` when
- * `earliest_delay > latest_delay`, `TW_FOREIGN_ENTRY` when the entry is
- * armed on another wheel.
+ * deadline is already in the window keeps it; otherwise it moves to the
+ * window's tick with the most trailing zero bits (fewest cascades, shared
+ * wakeups). Writes the deadline to `*tick_out` (may be NULL). Returns
+ * `TW_INVALID_RANGE` when `earliest_delay > latest_delay`,
+ * `TW_FOREIGN_ENTRY` when the entry is armed on another wheel.
+ *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+ * A kept timer keeps its place.
  *
  * Thread safety: the wheel's thread; allowed from its callbacks.
  *
@@ -1121,6 +1132,12 @@ tw_result tw_timer_stop_sync(const struct tw_service *service,
  * period. Moving a deadline later (an idle timeout) is the cheapest case.
  * One arming fires at most once, even when a restart races the expiry.
  *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+ * "Already armed" includes the starts and restarts that other threads
+ * made before this call (ordered by a lock or a channel).
+ *
  * Returns `TW_STALE_HANDLE` for a freed handle, `TW_SHUTDOWN` after
  * shutdown; nothing changes then.
  *
@@ -1345,8 +1362,12 @@ tw_result tw_wheel_schedule_in_range_after(const struct tw_wheel *wheel,
 
 /**
  * Moves an armed timer to `delay` ticks after now (saturating); its key
- * stays valid, and it counts as armed again for same-tick order. Returns
- * `TW_STALE_HANDLE` if it already expired or was cancelled. O(1).
+ * stays valid. Returns `TW_STALE_HANDLE` if it already expired or was
+ * cancelled. O(1).
+ *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
  *
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
@@ -1361,11 +1382,16 @@ tw_result tw_wheel_reschedule_after(const struct tw_wheel *wheel,
 /**
  * Keeps an armed timer if its deadline is already from `earliest_tick` to
  * `latest_tick` (inclusive; clamped to now), else moves it to the tick of
- * that window `tw_wheel_schedule_in_range` would choose (then it counts as
- * armed again). Writes the timer's deadline to `*tick_out` (may be NULL).
- * Returns `TW_INVALID_RANGE` when `earliest_tick > latest_tick` and
+ * that window `tw_wheel_schedule_in_range` would choose. Writes the
+ * timer's deadline to `*tick_out` (may be NULL). Returns
+ * `TW_INVALID_RANGE` when `earliest_tick > latest_tick` and
  * `TW_STALE_HANDLE` if the timer already expired or was cancelled; either
  * way nothing changes. O(1).
+ *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+ * A kept timer keeps its place.
  *
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
@@ -1382,6 +1408,11 @@ tw_result tw_wheel_reschedule_in_range(const struct tw_wheel *wheel,
 /**
  * `tw_wheel_reschedule_in_range` with the window given as delays from now:
  * `earliest_delay` to `latest_delay` ticks after `tw_wheel_now`.
+ *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+ * A kept timer keeps its place.
  *
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *
@@ -1413,6 +1444,10 @@ tw_result tw_wheel_deadline(const struct tw_wheel *wheel,
 /**
  * Moves an armed timer to `deadline_tick` (clamped to now); its key stays
  * valid. Returns `TW_STALE_HANDLE` if it already expired or was cancelled.
+ *
+ * Same-tick order: a moved timer counts as newly armed, so it fires after
+ * every timer already armed for its new tick, whether it came from a
+ * later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
  *
  * Thread safety: the wheel's thread; allowed from its advance callback.
  *

@@ -246,6 +246,9 @@ public:
     /// outcome, or nothing when the delay is negative, the timer is empty or
     /// freed, or its service is shut down (never throws: safe inside
     /// callbacks). The overload with `status` says which.
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
     std::optional<restart_outcome> restart(std::chrono::nanoseconds delay) const noexcept {
         tw_result status = TW_OK;
         return restart(delay, status);

@@ -355,6 +355,20 @@ fn cpp_wrapper_without_exceptions() {
     run(&program, &[]);
 }
 
+/// `ffi-tests/epoll_loop.c`: an embedded shard driven from an epoll loop
+/// that sleeps for `tw_shard_next_timeout_ms`, one timer kept 50 ms ahead
+/// (re-armed by its callback, then by the loop after collecting it). The
+/// loop must wake once per expiry, never through the eventfd (CONTRACT 22:
+/// an owner sleeps until its earliest deadline, not a cascade point). The
+/// program checks and prints the counts; about 0.8 s.
+#[test]
+fn c_epoll_loop_wakes_once_per_expiry() {
+    let Some(cc) = Compiler::c() else { return };
+    let program = compile(&cc, C_FLAGS, "epoll_loop.c", "epoll_loop", &static_link());
+    let out = run(&program, &["50", "8"]);
+    assert!(out.contains("16 expiries, 16 wakeups"), "{out}");
+}
+
 #[test]
 fn echo_server_closes_exactly_the_idle_connections_on_time() {
     let Some(cc) = Compiler::c() else { return };

@@ -2,13 +2,15 @@
 //! ordered by a channel), the first fires first among timers due on the same
 //! tick, whichever thread armed each. The owner's own START and RESTART are
 //! applied in its wheel at once; they must not overtake a START that another
-//! thread made earlier and that still waits for the owner.
+//! thread made earlier and that still waits for the owner. A RESTART counts
+//! as a new arming: the timer fires after those already armed for its new
+//! tick, whoever restarts it.
 #![cfg(not(loom))]
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use tickwheel::{Timer, TimerService, TimerSpec};
+use tickwheel::{Restart, Timer, TimerService, TimerSpec};
 
 #[path = "common/manual_service.rs"]
 mod common;
@@ -184,4 +186,115 @@ fn a_start_in_a_reused_queued_slot_does_not_overtake_an_earlier_start() {
     assert_eq!(guard.poll(), Ok(2));
     assert_eq!(*log.lock().unwrap(), ["earlier", "later"]);
     drop((earlier, later));
+}
+
+/// Who restarts the timers in
+/// `a_restarted_timer_fires_after_those_already_armed_for_its_tick`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mover {
+    /// The owner, between polls (`Timer::restart`).
+    Owner,
+    /// Another thread, before the owner's next poll (`Timer::restart`).
+    AnotherThread,
+    /// A callback during a poll (`Expiry::restart_id`, `Expiry::restart`).
+    Callback,
+}
+
+/// A restarted timer counts as newly armed: on its new tick it fires after
+/// every timer already armed for that tick, whether it came from a later
+/// tick (`l` in the same wheel bucket, `f` from a far level), an earlier
+/// one (`e`), that same tick (`z`, armed for it before the others), or had
+/// fired (`h`, re-armed). The tick on level 0, 1 and 2 of the shard's
+/// wheel; the restarts made at the start or after time moved (`a` armed
+/// before, `b` after), by the owner, by another thread or from a callback.
+#[test]
+fn a_restarted_timer_fires_after_those_already_armed_for_its_tick() {
+    // (tick, earlier, later, far, the tick the restarts are made at)
+    let cases = [
+        (40, 20, 50, 5000, 10),
+        (200, 130, 203, 9000, 0),
+        (200, 130, 203, 9000, 100),
+        (5000, 4200, 5001, 300_000, 0),
+        (5000, 4200, 5001, 300_000, 4100),
+    ];
+    for mover in [Mover::Owner, Mover::AnotherThread, Mover::Callback] {
+        for &case in &cases {
+            assert_eq!(
+                restarted_onto_a_crowded_tick(mover, case),
+                ["a", "b", "l", "e", "z", "f", "h"],
+                "{mover:?}, (tick, earlier, later, far, restarted at) = {case:?}"
+            );
+        }
+    }
+}
+
+/// The firing order at tick `t` (all seven fire there, none before).
+fn restarted_onto_a_crowded_tick(
+    mover: Mover,
+    (t, early, late, far, pause): (u32, u32, u32, u32, u32),
+) -> Vec<&'static str> {
+    let (service, clock) = common::manual(1);
+    let log: Log = Arc::default();
+    let mut guard = service.claim_shard(0).unwrap();
+    let start = |delay: u32, name| service.start(delay * MS, logger(&log, name)).unwrap();
+    let z = start(t, "z");
+    let e = start(early, "e");
+    let l = start(late, "l");
+    let f = start(far, "f");
+    let a = start(t, "a");
+    let moved = [l.id(), e.id(), z.id(), f.id()];
+    // From `pause` to `t`.
+    let delay = (t - pause) * MS;
+    // `h` fires at `pause`. Then (from its callback, or after the poll)
+    // `b` is started, and `l`, `e`, `z`, `f` and `h` restarted for `t`.
+    let h = {
+        let log = log.clone();
+        let mut first = true;
+        service
+            .start(pause * MS, move |expiry| {
+                log.lock().unwrap().push("h");
+                if std::mem::take(&mut first) && mover == Mover::Callback {
+                    expiry
+                        .schedule(TimerSpec::after(delay), logger(&log, "b"))
+                        .unwrap()
+                        .forget();
+                    for id in moved {
+                        assert_eq!(expiry.restart_id(id, delay), Ok(Restart::Moved));
+                    }
+                    assert_eq!(expiry.restart(delay), Ok(Restart::Rearmed));
+                }
+            })
+            .unwrap()
+    };
+    clock.advance(pause * MS);
+    assert_eq!(guard.poll(), Ok(1));
+    assert_eq!(std::mem::take(&mut *log.lock().unwrap()), ["h"]);
+    let restarts = || {
+        for timer in [&l, &e, &z, &f] {
+            assert_eq!(timer.restart(delay), Ok(Restart::Moved));
+        }
+        assert_eq!(h.restart(delay), Ok(Restart::Rearmed));
+    };
+    let b = match mover {
+        Mover::Owner => {
+            let b = start(t - pause, "b");
+            restarts();
+            Some(b)
+        }
+        Mover::AnotherThread => {
+            let b = start(t - pause, "b");
+            std::thread::scope(|scope| {
+                scope.spawn(restarts);
+            });
+            Some(b)
+        }
+        Mover::Callback => None,
+    };
+    clock.advance(delay - MS);
+    assert_eq!(guard.poll(), Ok(0), "nothing before tick {t}");
+    clock.advance(MS);
+    assert_eq!(guard.poll(), Ok(7));
+    let order = log.lock().unwrap().clone();
+    drop((z, e, l, f, a, h, b));
+    order
 }

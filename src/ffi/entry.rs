@@ -186,10 +186,13 @@ pub unsafe extern "C" fn tw_entry_wheel_free(wheel: *mut tw_entry_wheel) {
 }
 
 /// Arms `entry` due `delay_ticks` from now, or, when it is already armed
-/// on this wheel, moves it there (a reschedule; it counts as arming again
-/// for same-tick order). O(1), no allocation once the wheel has held as
-/// many timers at once. Returns `TW_FOREIGN_ENTRY` when the entry is armed
-/// on another wheel.
+/// on this wheel, moves it there. O(1), no allocation once the wheel has
+/// held as many timers at once. Returns `TW_FOREIGN_ENTRY` when the entry
+/// is armed on another wheel.
+///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
 ///
 /// Thread safety: the wheel's thread; allowed from its callbacks.
 ///
@@ -214,6 +217,10 @@ pub unsafe extern "C" fn tw_entry_schedule(
 /// `tw_entry_schedule` at the absolute tick `deadline_tick` (a tick at or
 /// before now is due at once: the next advance fires it).
 ///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+///
 /// Thread safety: the wheel's thread; allowed from its callbacks.
 ///
 /// # Safety
@@ -235,12 +242,16 @@ pub unsafe extern "C" fn tw_entry_schedule_at(
 
 /// Arms or moves `entry` to some tick from `earliest_delay` to
 /// `latest_delay` ticks from now (inclusive): an entry armed here whose
-/// deadline is already in the window keeps it (and its place in same-tick
-/// order); otherwise it moves to the window's tick with the most trailing
-/// zero bits (fewest cascades, shared wakeups). Writes the deadline to
-/// `*tick_out` (may be NULL). Returns `TW_INVALID_RANGE` when
-/// `earliest_delay > latest_delay`, `TW_FOREIGN_ENTRY` when the entry is
-/// armed on another wheel.
+/// deadline is already in the window keeps it; otherwise it moves to the
+/// window's tick with the most trailing zero bits (fewest cascades, shared
+/// wakeups). Writes the deadline to `*tick_out` (may be NULL). Returns
+/// `TW_INVALID_RANGE` when `earliest_delay > latest_delay`,
+/// `TW_FOREIGN_ENTRY` when the entry is armed on another wheel.
+///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+/// A kept timer keeps its place.
 ///
 /// Thread safety: the wheel's thread; allowed from its callbacks.
 ///

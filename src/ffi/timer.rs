@@ -491,6 +491,12 @@ pub unsafe extern "C" fn tw_timer_stop_sync(
 /// period. Moving a deadline later (an idle timeout) is the cheapest case.
 /// One arming fires at most once, even when a restart races the expiry.
 ///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+/// "Already armed" includes the starts and restarts that other threads
+/// made before this call (ordered by a lock or a channel).
+///
 /// Returns `TW_STALE_HANDLE` for a freed handle, `TW_SHUTDOWN` after
 /// shutdown; nothing changes then.
 ///

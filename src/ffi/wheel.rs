@@ -295,8 +295,12 @@ pub unsafe extern "C" fn tw_wheel_schedule_in_range_after(
 }
 
 /// Moves an armed timer to `delay` ticks after now (saturating); its key
-/// stays valid, and it counts as armed again for same-tick order. Returns
-/// `TW_STALE_HANDLE` if it already expired or was cancelled. O(1).
+/// stays valid. Returns `TW_STALE_HANDLE` if it already expired or was
+/// cancelled. O(1).
+///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
 ///
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
@@ -319,11 +323,16 @@ pub unsafe extern "C" fn tw_wheel_reschedule_after(
 
 /// Keeps an armed timer if its deadline is already from `earliest_tick` to
 /// `latest_tick` (inclusive; clamped to now), else moves it to the tick of
-/// that window `tw_wheel_schedule_in_range` would choose (then it counts as
-/// armed again). Writes the timer's deadline to `*tick_out` (may be NULL).
-/// Returns `TW_INVALID_RANGE` when `earliest_tick > latest_tick` and
+/// that window `tw_wheel_schedule_in_range` would choose. Writes the
+/// timer's deadline to `*tick_out` (may be NULL). Returns
+/// `TW_INVALID_RANGE` when `earliest_tick > latest_tick` and
 /// `TW_STALE_HANDLE` if the timer already expired or was cancelled; either
 /// way nothing changes. O(1).
+///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+/// A kept timer keeps its place.
 ///
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
@@ -352,6 +361,11 @@ pub unsafe extern "C" fn tw_wheel_reschedule_in_range(
 
 /// `tw_wheel_reschedule_in_range` with the window given as delays from now:
 /// `earliest_delay` to `latest_delay` ticks after `tw_wheel_now`.
+///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+/// A kept timer keeps its place.
 ///
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///
@@ -408,6 +422,10 @@ pub unsafe extern "C" fn tw_wheel_deadline(
 
 /// Moves an armed timer to `deadline_tick` (clamped to now); its key stays
 /// valid. Returns `TW_STALE_HANDLE` if it already expired or was cancelled.
+///
+/// Same-tick order: a moved timer counts as newly armed, so it fires after
+/// every timer already armed for its new tick, whether it came from a
+/// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
 ///
 /// Thread safety: the wheel's thread; allowed from its advance callback.
 ///

@@ -84,6 +84,10 @@ impl Expiry<'_> {
     /// Re-arms this timer `delay` from now (even if its handle was given up
     /// with [`Timer::forget`]). A periodic timer keeps its period.
     ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    ///
     /// # Errors
     /// [`TimerError::Shutdown`] after shutdown.
     pub fn restart(&mut self, delay: Duration) -> Result<Restart, TimerError> {
@@ -113,7 +117,11 @@ impl Expiry<'_> {
         self.inner.stop(id)
     }
 
-    /// Restarts any timer by id.
+    /// Restarts any timer by id, as [`Timer::restart`] does.
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
     ///
     /// # Errors
     /// [`TimerError::StaleKey`] for a released timer, [`TimerError::Shutdown`].

@@ -298,6 +298,14 @@ impl Timer {
     /// Moves the timer to fire `delay` from now (or re-arms it if it fired or
     /// was stopped). A periodic timer keeps its period.
     ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// "Already armed" includes the starts and restarts that other threads
+    /// made before this call (ordered by a lock or a channel);
+    /// `tests/service_order.rs::a_restarted_timer_fires_after_those_already_armed_for_its_tick`
+    /// checks it from the owner, another thread and a callback.
+    ///
     /// # Errors
     /// [`TimerError::Shutdown`] after shutdown; nothing changes then.
     pub fn restart(&self, delay: Duration) -> Result<Restart, TimerError> {

@@ -432,8 +432,13 @@ impl<T: Copy> EmbeddedWheel<T> {
     }
 
     /// Arms `entry` due `delay` ticks from now, or moves it there if it is
-    /// already armed on this wheel (counting as arming again for same-tick
-    /// order). `delay == 0` makes it due at once.
+    /// already armed on this wheel. `delay == 0` makes it due at once.
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// `src/wheel/embedded_tests.rs::embedded_a_moved_entry_fires_after_those_already_armed_for_its_tick`
+    /// checks it for every schedule function of this wheel.
     ///
     /// # Errors
     /// [`TimerError::ForeignEntry`] when the entry is armed on another wheel
@@ -446,6 +451,10 @@ impl<T: Copy> EmbeddedWheel<T> {
 
     /// [`schedule`](Self::schedule) at the absolute tick `deadline`
     /// (clamped to `now()` if earlier).
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
     ///
     /// # Errors
     /// As [`schedule`](Self::schedule).
@@ -496,10 +505,15 @@ impl<T: Copy> EmbeddedWheel<T> {
 
     /// Arms or moves `entry` to some tick from `delays.start()` to
     /// `delays.end()` ticks from now (both inclusive): kept where it is if
-    /// it is armed here with a deadline in the window (keeping its place in
-    /// same-tick order), else moved to the window's tick with the most
-    /// trailing zero bits, as [`Wheel::insert_in_range`](super::Wheel::insert_in_range)
-    /// picks. Returns the timer's deadline.
+    /// it is armed here with a deadline in the window, else moved to the
+    /// window's tick with the most trailing zero bits, as
+    /// [`Wheel::insert_in_range`](super::Wheel::insert_in_range) picks.
+    /// Returns the timer's deadline.
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// A kept timer keeps its place.
     ///
     /// # Errors
     /// [`TimerError::InvalidRange`] when the range is empty,
@@ -525,6 +539,11 @@ impl<T: Copy> EmbeddedWheel<T> {
 
     /// [`schedule_in_range`](Self::schedule_in_range) with absolute ticks
     /// (clamped to `now()`).
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// A kept timer keeps its place.
     ///
     /// # Errors
     /// As [`schedule_in_range`](Self::schedule_in_range).

@@ -76,6 +76,91 @@ fn embedded_same_tick_fires_in_arming_order_and_a_move_counts_as_arming() {
     );
 }
 
+/// A moved entry counts as newly armed (CONTRACT 5): on its new tick it
+/// fires after every entry already armed for that tick, whether it came
+/// from a later tick (`l` in the same bucket, `f` from a far level), an
+/// earlier one (`e`) or that same tick (`z`, armed for it before the
+/// others). Every schedule function, with the tick on level 0, 1 and 2
+/// (at 64 buckets a level), the moves made between advances or from the
+/// callback of `h` during one (`a` armed before time moved, `b` after).
+/// The range functions keep `z`, already in its window, with its place.
+#[test]
+fn embedded_a_moved_entry_fires_after_those_already_armed_for_its_tick() {
+    #[derive(Debug, Clone, Copy)]
+    enum Move {
+        Delay,
+        At,
+        InRange,
+        InRangeAt,
+    }
+    const NAMES: [char; 6] = ['z', 'e', 'l', 'f', 'a', 'b'];
+    const H: u32 = 6;
+    // (tick, earlier, later, far, the tick the moves are made at)
+    let cases = [
+        (40u64, 20, 50, 5000, 10),
+        (200, 130, 203, 9000, 0),
+        (200, 130, 203, 9000, 100),
+        (5000, 4200, 5001, 300_000, 0),
+        (5000, 4200, 5001, 300_000, 4100),
+    ];
+    for how in [Move::Delay, Move::At, Move::InRange, Move::InRangeAt] {
+        for from_callback in [false, true] {
+            for &(t, early, late, far, pause) in &cases {
+                let timers = entries(7);
+                let mut wheel = EmbeddedWheel::new();
+                let arm = |wheel: &mut EmbeddedWheel<u32>, i: u32, d: u64| {
+                    wheel.schedule_at(at(&timers, i), d).unwrap();
+                };
+                for (i, d) in [(0, t), (1, early), (2, late), (3, far), (H, pause), (4, t)] {
+                    arm(&mut wheel, i, d);
+                }
+                // `b`, then the moves of `l`, `e`, `z` and `f` onto `t`.
+                let moves = |wheel: &mut EmbeddedWheel<u32>| {
+                    arm(wheel, 5, t);
+                    for i in [2, 1, 0, 3] {
+                        let entry = at(&timers, i);
+                        let delay = t - wheel.now();
+                        match how {
+                            Move::Delay => wheel.schedule(entry, delay).unwrap(),
+                            Move::At => wheel.schedule_at(entry, t).unwrap(),
+                            Move::InRange => {
+                                assert_eq!(wheel.schedule_in_range(entry, delay..=delay), Ok(t));
+                            }
+                            Move::InRangeAt => {
+                                assert_eq!(wheel.schedule_at_in_range(entry, t..=t), Ok(t));
+                            }
+                        }
+                    }
+                };
+                let mut fired = Vec::new();
+                let done = wheel.advance(pause, usize::MAX, |wheel, timer| {
+                    fired.push(timer.value);
+                    if from_callback {
+                        moves(wheel);
+                    }
+                });
+                assert!(done.complete);
+                assert_eq!(fired, [H]);
+                if !from_callback {
+                    moves(&mut wheel);
+                }
+                assert_eq!(wheel.ticks_to_next_event(u64::MAX), t - pause);
+                let fired = drain(&mut wheel, t);
+                assert!(fired.iter().all(|&(d, _)| d == t), "{fired:?}");
+                let order: String = fired.iter().map(|&(_, i)| NAMES[i as usize]).collect();
+                let expected = match how {
+                    Move::Delay | Move::At => "ablezf",
+                    Move::InRange | Move::InRangeAt => "zablef",
+                };
+                assert_eq!(
+                    order, expected,
+                    "{how:?} onto tick {t} at {pause}, from a callback: {from_callback}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn embedded_a_deadline_in_the_past_is_due_at_the_next_advance() {
     let timer = pin!(TimerEntry::new(9u32));

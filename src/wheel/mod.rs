@@ -304,9 +304,14 @@ impl<T> Wheel<T> {
     }
 
     /// Moves an armed timer to a new deadline (clamped to `now()` if earlier).
-    /// The key stays valid. Counts as arming again for same-tick order.
-    /// A held timer (see [`poll_keep`](Self::poll_keep)) is armed again in
-    /// place, under the same key.
+    /// The key stays valid. A held timer (see [`poll_keep`](Self::poll_keep))
+    /// is armed again in place, under the same key.
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// `src/wheel/tests.rs::a_moved_timer_fires_after_those_already_armed_for_its_tick`
+    /// checks it for every move function of this wheel.
     ///
     /// # Errors
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
@@ -323,6 +328,10 @@ impl<T> Wheel<T> {
     /// Moves an armed timer to `delay` ticks from now. See
     /// [`reschedule_at`](Self::reschedule_at).
     ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    ///
     /// # Errors
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
     #[inline]
@@ -333,10 +342,14 @@ impl<T> Wheel<T> {
     /// Keeps an armed timer if its deadline is already `delays.start()` to
     /// `delays.end()` ticks from now (both inclusive), else moves it to the
     /// roundest tick of that window (as [`insert_in_range`](Self::insert_in_range)
-    /// picks). Returns the timer's deadline. A kept timer keeps its place in
-    /// same-tick order; a moved one counts as armed again. A held timer
-    /// (see [`poll_keep`](Self::poll_keep)) is never kept: it is armed again
-    /// in place at the window's roundest tick.
+    /// picks). Returns the timer's deadline. A held timer (see
+    /// [`poll_keep`](Self::poll_keep)) is never kept: it is armed again in
+    /// place at the window's roundest tick.
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// A kept timer keeps its place.
     ///
     /// # Errors
     /// [`TimerError::InvalidRange`] when the range is empty (the timer is not
@@ -360,6 +373,11 @@ impl<T> Wheel<T> {
 
     /// [`reschedule_in_range`](Self::reschedule_in_range) with absolute
     /// ticks (clamped to `now()`).
+    ///
+    /// Same-tick order: a moved timer counts as newly armed, so it fires after
+    /// every timer already armed for its new tick, whether it came from a
+    /// later tick, an earlier one or that same tick (docs/CONTRACT.md item 5).
+    /// A kept timer keeps its place.
     ///
     /// # Errors
     /// As [`reschedule_in_range`](Self::reschedule_in_range).

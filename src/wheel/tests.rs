@@ -218,6 +218,69 @@ fn reschedule_counts_as_arming_again() {
     assert_eq!(fired, ['b', 'a', 'c']);
 }
 
+/// A moved timer counts as newly armed (CONTRACT 5): on its new tick it
+/// fires after every timer already armed for that tick, whether it came
+/// from a later tick (`l` in the same bucket, `f` from a far level), an
+/// earlier one (`e`), that same tick (`z`, armed for it before the others),
+/// or was held after firing (`h`). Every move function, with the tick on
+/// level 0, 1 and 2, and the moves made at the start or after time moved
+/// (`a` armed before, `b` after). The range moves keep `z`, already in its
+/// window, with its place.
+#[test]
+fn a_moved_timer_fires_after_those_already_armed_for_its_tick() {
+    #[derive(Debug, Clone, Copy)]
+    enum Move {
+        At,
+        After,
+        InRangeAt,
+        InRangeAfter,
+    }
+    // (tick, earlier, later, far, the tick the moves are made at)
+    let cases = [
+        (40, 20, 50, 5000, 10),
+        (200, 130, 203, 9000, 0),
+        (200, 130, 203, 9000, 100),
+        (5000, 4200, 5001, 300_000, 0),
+        (5000, 4200, 5001, 300_000, 4100),
+    ];
+    for how in [Move::At, Move::After, Move::InRangeAt, Move::InRangeAfter] {
+        for &(t, early, late, far, pause) in &cases {
+            let (t, early, late, far, pause) = (g(t), g(early), g(late), g(far), g(pause));
+            let mut w = Wheel::new();
+            let z = w.insert_at(t, 'z');
+            let e = w.insert_at(early, 'e');
+            let l = w.insert_at(late, 'l');
+            let f = w.insert_at(far, 'f');
+            let h = w.insert_at(pause, 'h');
+            let _a = w.insert_at(t, 'a');
+            let held = w.poll_keep(pause).unwrap();
+            assert_eq!((held.value, w.now()), ('h', pause));
+            assert!(w.poll_keep(pause).is_none());
+            let _b = w.insert_at(t, 'b');
+            for key in [l, e, z, f, h] {
+                let delay = t - w.now();
+                match how {
+                    Move::At => w.reschedule_at(key, t).unwrap(),
+                    Move::After => w.reschedule(key, delay).unwrap(),
+                    Move::InRangeAt => assert_eq!(w.reschedule_at_in_range(key, t..=t), Ok(t)),
+                    Move::InRangeAfter => {
+                        assert_eq!(w.reschedule_in_range(key, delay..=delay), Ok(t));
+                    }
+                }
+            }
+            assert!(w.poll(t - 1).is_none());
+            let fired = drain(&mut w, t);
+            assert!(fired.iter().all(|&(d, _)| d == t), "{fired:?}");
+            let order: String = fired.iter().map(|&(_, v)| v).collect();
+            let expected = match how {
+                Move::At | Move::After => "ablezfh",
+                Move::InRangeAt | Move::InRangeAfter => "zablefh",
+            };
+            assert_eq!(order, expected, "{how:?} onto tick {t}, moved at {pause}");
+        }
+    }
+}
+
 #[test]
 fn reschedule_within_the_same_bucket_updates_the_deadline() {
     // From tick 0, 5000 and 6000 share bucket 1 of level 2 (4096..8192).
