@@ -189,3 +189,61 @@ fn a_panic_in_a_collected_callback_is_caught_and_the_shard_goes_on() {
     clock.advance(MS);
     assert_eq!(guard.poll().unwrap(), 1);
 }
+
+/// A chain of remote work that keeps coming while the owner takes its queue
+/// in: each link is a START + cancel from a fresh thread whose capture, when
+/// the owner frees it, queues the next link. `poll_due` takes in what was
+/// queued before it was called, not what keeps arriving, so it returns
+/// after a link or two and the owner is never held by a flood (CONTRACT 20);
+/// every link is still applied by later polls. (Taking the queue in "until
+/// empty" ran the whole chain inside one call.)
+#[test]
+fn poll_due_takes_in_one_snapshot_of_the_queue_not_a_flood() {
+    const LINKS: usize = 300;
+    struct Link {
+        service: tickwheel::TimerService,
+        applied: Arc<AtomicUsize>,
+    }
+    impl Drop for Link {
+        fn drop(&mut self) {
+            if self.applied.fetch_add(1, SeqCst) + 1 < LINKS {
+                queue_link(&self.service, &self.applied);
+            }
+        }
+    }
+    fn queue_link(service: &tickwheel::TimerService, applied: &Arc<AtomicUsize>) {
+        let (service, applied) = (service.clone(), applied.clone());
+        std::thread::spawn(move || {
+            let link = Link {
+                service: service.clone(),
+                applied,
+            };
+            let timer = service
+                .schedule(
+                    tickwheel::TimerSpec::after(Duration::from_secs(60)).on_shard(0),
+                    move |_| {
+                        let _ = &link;
+                    },
+                )
+                .unwrap();
+            assert_eq!(timer.cancel(), tickwheel::Stop::Cancelled);
+        })
+        .join()
+        .unwrap();
+    }
+
+    let (service, _clock) = manual(1);
+    let mut guard = service.claim_shard(0).unwrap();
+    let applied = Arc::new(AtomicUsize::new(0));
+    queue_link(&service, &applied);
+    assert!(guard.poll_due().unwrap().is_none());
+    let first = applied.load(SeqCst);
+    assert!(
+        (1..=2).contains(&first),
+        "one call of poll_due applied {first} links of the chain"
+    );
+    while applied.load(SeqCst) < LINKS {
+        guard.poll().unwrap();
+    }
+    assert_eq!(service.stats().armed, 0);
+}

@@ -1261,7 +1261,8 @@ impl Shard {
 
     /// Collect-then-run (`ShardGuard::poll_due`): the next timer due by
     /// tick `now`, fired by [`fire`](Self::fire) but not run. The first call
-    /// after a pass ended takes in the remote queue and begins a pass; the
+    /// after a pass ended takes in what the remote queue held when it was
+    /// called (`catch_up`) and begins a pass; the
     /// call that finds nothing more due ends it, so a timer armed for the
     /// reached tick while the caller runs what it collected waits for the
     /// next pass (`hierarchy.rs`, "Due now").
@@ -1272,7 +1273,11 @@ impl Shard {
     pub(crate) unsafe fn collect(&self, inner: &Arc<Inner>, now: u64) -> Option<Fired> {
         // SAFETY (all blocks): forwarded.
         if !unsafe { self.core(|core| core.wheel.in_pass()) } {
-            while unsafe { self.take_remote(inner) } {}
+            // What other threads queued before this call, not what keeps
+            // arriving while it is applied: a flood of remote work must not
+            // hold the owner here (CONTRACT 20;
+            // `tests/service_due.rs::poll_due_takes_in_one_snapshot_of_the_queue_not_a_flood`).
+            unsafe { self.catch_up(inner) };
             unsafe { self.core(|core| core.wheel.begin_pass()) };
         }
         loop {
