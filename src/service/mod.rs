@@ -1351,6 +1351,20 @@ mod tests {
 
     use super::*;
 
+    /// One shard, 1 ms ticks, a manual clock, claimed by this thread.
+    fn manual_shard() -> (TimerService, ShardGuard, ManualClock) {
+        let clock = ManualClock::new();
+        let service = TimerService::builder()
+            .shards(1)
+            .tick(Duration::from_millis(1))
+            .driver(Driver::Embedded)
+            .clock(Clock::Manual(clock.clone()))
+            .build()
+            .unwrap();
+        let guard = service.claim_shard(0).unwrap();
+        (service, guard, clock)
+    }
+
     /// The slots keep 32 bits of the wheel's arming numbers, and an owner's
     /// restart to a later deadline leaves a timer in its bucket: same-tick
     /// order then rests on those numbers. Here they wrap past 2^32 and are
@@ -1361,15 +1375,7 @@ mod tests {
     /// (`SlotNodes::SEQ_WRAPS` false).
     #[test]
     fn same_tick_order_survives_the_32_bit_wrap_of_arming_numbers() {
-        let clock = ManualClock::new();
-        let service = TimerService::builder()
-            .shards(1)
-            .tick(Duration::from_millis(1))
-            .driver(Driver::Embedded)
-            .clock(Clock::Manual(clock.clone()))
-            .build()
-            .unwrap();
-        let mut guard = service.claim_shard(0).unwrap();
+        let (service, mut guard, clock) = manual_shard();
         // The numbers wrap after 1,400 of the run's 1,700 armings (so the
         // last arming of about a fifth of the timers is from before the
         // wrap), and the linked timers are renumbered 100 armings later.
@@ -1423,15 +1429,7 @@ mod tests {
     /// `state.rs`): one sets `HALTED`, the others change nothing.
     #[test]
     fn stops_during_a_run_do_not_move_seq() {
-        let clock = ManualClock::new();
-        let service = TimerService::builder()
-            .shards(1)
-            .tick(Duration::from_millis(1))
-            .driver(Driver::Embedded)
-            .clock(Clock::Manual(clock.clone()))
-            .build()
-            .unwrap();
-        let mut guard = service.claim_shard(0).unwrap();
+        let (service, mut guard, clock) = manual_shard();
         let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
         let (record, remote) = (seen.clone(), service.clone());
         let timer = service

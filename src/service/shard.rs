@@ -824,14 +824,7 @@ impl Shard {
             }
             let mut fired_here = 0;
             while fired_here < BATCH {
-                let due = unsafe {
-                    self.core(|core| {
-                        let mut nodes = SlotNodes::new(&inner.arena);
-                        let index = core.wheel.pop_due(&mut nodes, now)?;
-                        core.linked -= 1;
-                        Some((index, core.wheel.now()))
-                    })
-                };
+                let due = unsafe { self.pop_due(inner, now) };
                 let Some((index, deadline)) = due else {
                     break;
                 };
@@ -850,6 +843,24 @@ impl Shard {
             // meanwhile wait for the flood to pause
             // (`tests/service_long_poll.rs`).
             now = now.max(inner.current_tick(shard));
+        }
+    }
+
+    /// Unlinks the next slot due by tick `now` from the wheel: its index
+    /// and deadline (the wheel's `now` moved there), or `None`.
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core.
+    #[inline]
+    unsafe fn pop_due(&self, inner: &Inner, now: u64) -> Option<(u32, u64)> {
+        // SAFETY: forwarded.
+        unsafe {
+            self.core(|core| {
+                let mut nodes = SlotNodes::new(&inner.arena);
+                let index = core.wheel.pop_due(&mut nodes, now)?;
+                core.linked -= 1;
+                Some((index, core.wheel.now()))
+            })
         }
     }
 
@@ -1281,14 +1292,7 @@ impl Shard {
             unsafe { self.core(|core| core.wheel.begin_pass()) };
         }
         loop {
-            let due = unsafe {
-                self.core(|core| {
-                    let mut nodes = SlotNodes::new(&inner.arena);
-                    let index = core.wheel.pop_due(&mut nodes, now)?;
-                    core.linked -= 1;
-                    Some((index, core.wheel.now()))
-                })
-            };
+            let due = unsafe { self.pop_due(inner, now) };
             let Some((index, deadline)) = due else {
                 unsafe { self.core(|core| core.wheel.end_pass()) };
                 unsafe { self.publish_counters(None) };
