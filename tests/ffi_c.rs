@@ -358,7 +358,7 @@ fn cpp_wrapper_without_exceptions() {
 /// `ffi-tests/epoll_loop.c`: an embedded shard driven from an epoll loop
 /// that sleeps for `tw_shard_next_timeout_ms`, one timer kept 50 ms ahead
 /// (re-armed by its callback, then by the loop after collecting it). The
-/// loop must wake once per expiry, never through the eventfd (CONTRACT 22:
+/// loop must never wake with nothing due, nor through the eventfd (CONTRACT 22:
 /// an owner sleeps until its earliest deadline, not a cascade point). The
 /// program checks and prints the counts; about 0.8 s.
 #[test]
