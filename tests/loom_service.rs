@@ -757,6 +757,45 @@ fn sleeping_owner_vs_earlier_restart() {
     });
 }
 
+/// CONTRACT 21 with entries the owner may sleep past: the owner sleeps
+/// towards tick 100 while a producer queues a START due at tick 200 (which
+/// must not keep it awake) and then one due at tick 3 (which must wake it,
+/// once). The second START's need is recorded beside the queue's word
+/// (`RemoteQueue::needs_owner_by`): an owner that sees a queued entry but
+/// not that record has published its sleep before the producer looks, and
+/// the producer claims the wake. A lost wake shows as a deadlock (it does
+/// with the record left out).
+#[test]
+fn sleeping_owner_sleeps_past_a_later_start_not_an_earlier_one() {
+    model(
+        "sleeping_owner_sleeps_past_a_later_start_not_an_earlier_one",
+        || {
+            let (service, mut guard, wakes) = sleeping_owner();
+            let near = service.start(TICK * 100, |_| {}).unwrap();
+            guard.poll().unwrap();
+            let producer = {
+                let service = service.clone();
+                spawn_producer(move || {
+                    let on_shard = |delay| tickwheel::TimerSpec::after(delay).on_shard(0);
+                    let later = service.schedule(on_shard(TICK * 200), |_| {}).unwrap();
+                    let soon = service.schedule(on_shard(TICK * 3), |_| {}).unwrap();
+                    (later, soon)
+                })
+            };
+            // Done once both are linked; `armed` reads the count the last poll
+            // or sleep published and takes nothing in itself, so only a wake
+            // ends a sleep published with the early START queued.
+            let sleeps = owner_loop(&mut guard, &wakes, |guard| guard.armed() == 3);
+            let (later, soon) = producer.join();
+            assert_one_wake_per_sleep(&wakes, sleeps);
+            assert_eq!(soon.cancel(), Stop::Cancelled);
+            assert_eq!(later.cancel(), Stop::Cancelled);
+            drop(near);
+            drop(service);
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Lending (CONTRACT 7): while its owner sleeps in `ShardGuard::idle`, the
 // shard is lent, and a producer's RESTART (or release of a timer that is not

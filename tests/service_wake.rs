@@ -541,3 +541,49 @@ fn many_remote_stops_wake_a_sleeping_owner_once() {
     guard.poll().unwrap();
     assert_eq!(guard.armed(), 0);
 }
+
+/// CONTRACT 21: queued work that the owner needs only after its sleep would
+/// end does not keep it from sleeping. Another thread starts and cancels
+/// hour-long timers (reviving one queued slot) while the owner's earliest
+/// timer is 100 ms away: the owner may still sleep those 100 ms, and nobody
+/// wakes it. A START due before that wakes it once; a STOP of a timer it
+/// armed itself, before reclaim is due, wakes nobody.
+#[test]
+fn item21_queued_work_due_after_the_sleep_lets_the_owner_sleep() {
+    let (service, wakes) = counted_wakes();
+    let mut guard = service.claim_shard(0).unwrap();
+    let near = service.start(100 * MS, |_| {}).unwrap();
+    let own = service.start(HOUR, |_| {}).unwrap();
+    guard.poll().unwrap();
+    let remote = service.clone();
+    std::thread::spawn(move || {
+        for _ in 0..100 {
+            let timer = remote.start(HOUR, |_| {}).unwrap();
+            assert_eq!(timer.cancel(), Stop::Cancelled);
+        }
+        // Queued, for later.
+        remote.start(2 * HOUR, |_| {}).unwrap().forget();
+        assert_eq!(own.stop(), Stop::Cancelled);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        guard.next_deadline(),
+        Some(100 * MS),
+        "nothing queued is due before 100 ms: the owner may sleep until then"
+    );
+    let remote = service.clone();
+    let soon = std::thread::spawn(move || remote.start(5 * MS, |_| {}).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(
+        wakes.load(SeqCst),
+        1,
+        "the 5 ms START wakes the owner, once"
+    );
+    guard.poll().unwrap();
+    assert_eq!(guard.next_deadline(), Some(5 * MS));
+    assert_eq!(guard.armed(), 3, "near, the 2 h timer and the 5 ms one");
+    assert_eq!(wakes.load(SeqCst), 1, "the hour-long work woke nobody");
+    drop((near, soon));
+}

@@ -552,14 +552,15 @@ impl Linger {
         Linger { budget: Self::FULL }
     }
 
-    /// `true` as soon as work arrives in the shard's remote queue, `false` when
-    /// the budget is spent without any.
+    /// `true` as soon as a producer claims the wake (it needs the owner
+    /// before the published sleep ends), `false` when the budget is spent
+    /// without one. Entries queued for later do not end the wait.
     fn waits_for_work(&mut self, shard: &super::shard::Shard) -> bool {
         if cfg!(any(loom, shuttle)) {
             return false;
         }
         for round in 0..self.budget {
-            if !shard.remote.is_empty() || shard.wake_claimed() {
+            if shard.wake_claimed() {
                 self.budget = Self::FULL;
                 return true;
             }
@@ -576,7 +577,7 @@ impl Linger {
     /// After a park: if work is waiting, a producer woke this driver, and
     /// lingering next time would likely have saved that wake.
     fn after_park(&mut self, shard: &super::shard::Shard) {
-        if !shard.remote.is_empty() || shard.wake_claimed() {
+        if shard.wake_claimed() {
             self.budget = (self.budget * 2).min(Self::FULL);
         }
     }

@@ -669,7 +669,7 @@ impl Inner {
             slot.state.store(armed.0, Ordering::Release);
             let message = Message::armed(index, armed, arming.rounding, arming.deadline);
             self.queue(shard, message, true);
-        } else if self.shards[shard].claim_wake(Some(arming.deadline)) {
+        } else if self.shards[shard].queued_for(arming.deadline) {
             self.wake(shard);
         }
         self.shards[shard]
@@ -853,10 +853,10 @@ impl Inner {
         // wake goes through the same claim, so a sleep already interrupted is
         // not interrupted again (`many_remote_starts_wake_a_sleeping_owner_once`).
         let needed_by = match message.arm {
-            Some(arm) if pending < WAKE_AFTER_PENDING => Some(arm.deadline),
-            _ => None,
+            Some(arm) if pending < WAKE_AFTER_PENDING => arm.deadline,
+            _ => 0,
         };
-        if target.claim_wake(needed_by) {
+        if target.queued_for(needed_by) {
             self.wake(shard);
         }
     }
@@ -879,8 +879,9 @@ impl Inner {
         let helping = Helping::enter(self.address(), shard, target);
         // SAFETY (both blocks): this thread holds the lent shard (`try_help`),
         // and holds no reference into its core.
-        let applied =
-            !self.is_shut_down() && unsafe { !target.take_remote(self) && !target.has_backlog() };
+        let applied = !self.is_shut_down()
+            && unsafe { !target.take_remote(self) && !target.has_backlog() }
+            && target.remote.is_empty();
         if applied {
             unsafe {
                 target.reconcile(self, message);
@@ -947,7 +948,7 @@ impl Inner {
         let (service, own) = OWNED_SHARD.with(|owned| owned.get());
         // Make sure the owner is not asleep; after that, waking it again on
         // every turn would only take CPU from it.
-        if target.claim_wake(None) {
+        if target.queued_for(0) {
             self.wake(shard);
         }
         let mut spins = 0;

@@ -63,10 +63,15 @@
 //!   has grown past a bound, or, for a STOP, only when the queued entries
 //!   pass the reclaim bound (`Shard::push_stop`): so memory stays within
 //!   CONTRACT 13 and a sleep is interrupted at most once (CONTRACT 21). The
-//!   owner, before it sleeps, stores its sleep and then loads this word
-//!   (`Shard::publish_sleep`): the pusher's CAS and its load of the sleep
-//!   are SeqCst, a store-then-load (Dekker) handshake, so either the owner
-//!   sees the entry or the pusher sees the sleep.
+//!   same pusher records by when the owner needs its entry beside the
+//!   queue's word ([`RemoteQueue::needs_owner_by`]). The owner, before it
+//!   sleeps, stores its sleep and then loads this word and that need
+//!   (`Shard::publish_sleep`): a store-then-load (Dekker) handshake, all
+//!   SeqCst, so either the owner sees the entry's need or the pusher sees
+//!   the sleep. Entries due after the sleep ends do not keep the owner
+//!   awake, nor does the owner's poll wait for what is pushed while it
+//!   runs: it takes the queue in at its start, and the next poll takes the
+//!   rest.
 //!
 //! loom: `remote_cancel_vs_fire_vs_take`, `remote_start_vs_stop_vs_take`,
 //! the `sleeping_owner_*` models in `tests/loom_service.rs`.
@@ -131,7 +136,18 @@ const EMPTY: u64 = NIL as u64;
 /// last took the list in the high 32, so a push reads the count from its
 /// own CAS.
 pub(crate) struct RemoteQueue {
-    word: CachePadded<AtomicU64>,
+    line: CachePadded<Words>,
+}
+
+/// The queue's two words share one cache line: a pusher writes both.
+struct Words {
+    word: AtomicU64,
+    /// The earliest tick by which some entry queued since the owner last
+    /// took the list needs the owner (`u64::MAX`: none does; 0: now). An
+    /// entry that needs the owner only some time after its sleep ends (a
+    /// START due in an hour, a STOP before the reclaim bound) does not stop
+    /// it from sleeping: see [`needed_before`](RemoteQueue::needed_before).
+    need: AtomicU64,
 }
 
 const fn head(word: u64) -> u32 {
@@ -145,14 +161,17 @@ const fn count(word: u64) -> u32 {
 impl RemoteQueue {
     pub(crate) fn new() -> Self {
         RemoteQueue {
-            word: CachePadded::new(AtomicU64::new(EMPTY)),
+            line: CachePadded::new(Words {
+                word: AtomicU64::new(EMPTY),
+                need: AtomicU64::new(u64::MAX),
+            }),
         }
     }
 
     /// Pushes slot `index` (`slot`), whose `QUEUED` bit this thread has just
     /// set. Returns how many slots are queued now, this one included.
     pub(crate) fn push(&self, index: u32, slot: &Slot) -> u32 {
-        let mut old = self.word.load(Ordering::Relaxed);
+        let mut old = self.line.word.load(Ordering::Relaxed);
         loop {
             slot.queue_next.store(head(old), Ordering::Relaxed);
             let queued = count(old).saturating_add(1);
@@ -160,10 +179,12 @@ impl RemoteQueue {
             // SeqCst: release for the link and the slot (the owner takes the
             // list with a SeqCst swap), and the store half of the handshake
             // with `Shard::publish_sleep`.
-            match self
-                .word
-                .compare_exchange_weak(old, new, Ordering::SeqCst, Ordering::Relaxed)
-            {
+            match self.line.word.compare_exchange_weak(
+                old,
+                new,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => {
                     crate::sync::handshake_fence();
                     return queued;
@@ -175,18 +196,49 @@ impl RemoteQueue {
 
     /// How many slots are queued.
     pub(crate) fn len(&self) -> u32 {
-        count(self.word.load(Ordering::SeqCst))
+        count(self.line.word.load(Ordering::SeqCst))
     }
 
     /// `true` when nothing is queued (the load half of the owner's
     /// handshake, `Shard::publish_sleep`).
     pub(crate) fn is_empty(&self) -> bool {
-        self.word.load(Ordering::SeqCst) == EMPTY
+        self.line.word.load(Ordering::SeqCst) == EMPTY
+    }
+
+    /// A pusher, after its entry is on the queue (or a revived START, after
+    /// its CAS): the owner must take the entry in by tick `tick`, before it
+    /// next goes to sleep past it. Then the pusher claims the wake of an
+    /// owner that sleeps already (`Shard::claim_wake`).
+    ///
+    /// # Why no entry is slept past
+    ///
+    /// The owner stores its sleep, then loads the queue's word and, if an
+    /// entry is queued, this need (`Shard::publish_sleep`); the pusher has
+    /// pushed, then records its need here, then loads the sleep. All
+    /// SeqCst. If the owner's load of the need does not see this record, it
+    /// came before it in the single order of SeqCst accesses, and so did
+    /// the owner's store of its sleep: the pusher's load of the sleep then
+    /// sees that sleep and claims its wake if it ends too late. If the
+    /// owner sees the record, it does not sleep past `tick`. The owner
+    /// resets the need before it takes the list (`take`), so a record made
+    /// after the reset belongs to an entry pushed after the take (or is
+    /// spare: one more poll). loom:
+    /// `sleeping_owner_sleeps_past_a_later_start_not_an_earlier_one`.
+    pub(crate) fn needs_owner_by(&self, tick: u64) {
+        self.line.need.fetch_min(tick, Ordering::SeqCst);
+        crate::sync::handshake_fence();
+    }
+
+    /// The owner, after storing the tick it will sleep until (`until`):
+    /// must it stay awake for a queued entry? Only if one is queued and
+    /// some queued entry needs it before `until` (see `needs_owner_by`).
+    pub(crate) fn needed_before(&self, until: u64) -> bool {
+        !self.is_empty() && self.line.need.load(Ordering::SeqCst) < until
     }
 
     /// The slot pushed last, or [`NIL`] (see [`REVIVE_AFTER_BATCH`]).
     pub(crate) fn newest(&self) -> u32 {
-        head(self.word.load(Ordering::SeqCst))
+        head(self.line.word.load(Ordering::SeqCst))
     }
 
     /// Takes every queued slot, in the order they were pushed: the indexes
@@ -194,7 +246,7 @@ impl RemoteQueue {
     /// `queue_next` leads to the next. Owner side. Costs one load when the
     /// queue is empty.
     pub(crate) fn take(&self, arena: &Arena) -> (u32, u32) {
-        if self.word.load(Ordering::Relaxed) == EMPTY {
+        if self.line.word.load(Ordering::Relaxed) == EMPTY {
             return (NIL, NIL);
         }
         // SeqCst: acquire for the links and slots, and every access of the
@@ -203,7 +255,10 @@ impl RemoteQueue {
         // ways Rust's (C++20) model forbids, and then reports a lost wakeup
         // that cannot happen. x86 and AArch64 emit the same instruction for
         // both orderings of an RMW.
-        let mut index = head(self.word.swap(EMPTY, Ordering::SeqCst));
+        // The need of what is queued now is this take's; what is pushed
+        // from here on records its own (`needs_owner_by`).
+        self.line.need.store(u64::MAX, Ordering::SeqCst);
+        let mut index = head(self.line.word.swap(EMPTY, Ordering::SeqCst));
         let last = index;
         // Reverse into push order. The links are ours: every slot on the
         // list is `QUEUED`, and only its taker clears that.

@@ -435,11 +435,18 @@ impl Shard {
     /// does not sleep, or the producer finds the published deadline and
     /// claims the wake. Under loom, which models SeqCst accesses as AcqRel, a
     /// SeqCst fence after each store stands in for that (`sync::handshake_fence`).
+    ///
+    /// Entries that need the owner only after `until` (see
+    /// `RemoteQueue::needs_owner_by`) do not keep it awake: a thread that
+    /// starts and cancels hour-long timers from outside the shard (reviving
+    /// its queued slot, `Inner::revive`) then does so without the owner,
+    /// instead of keeping a driver thread polling beside it
+    /// (`service_vs_tokio/nonowner_start_cancel`).
     pub(crate) fn publish_sleep(&self, until: Option<u64>) -> bool {
-        self.sleep_until
-            .store(until.unwrap_or(u64::MAX).max(1), Ordering::SeqCst);
+        let until = until.unwrap_or(u64::MAX).max(1);
+        self.sleep_until.store(until, Ordering::SeqCst);
         crate::sync::handshake_fence();
-        if !self.remote.is_empty() {
+        if self.remote.needed_before(until) {
             self.sleep_until.store(AWAKE, Ordering::SeqCst);
             return false;
         }
@@ -464,13 +471,23 @@ impl Shard {
     /// of the owner's last poll), and only if its wake claim wins.
     pub(crate) fn push_stop(&self, index: u32, slot: &Slot) -> bool {
         let queued = self.remote.push(index, slot);
-        reclaim_due(queued, self.counters.armed.get()) && self.claim_wake(None)
+        reclaim_due(queued, self.counters.armed.get()) && self.queued_for(0)
+    }
+
+    /// Producer side, once its entry is queued (pushed, or a queued slot
+    /// revived): the owner needs it by tick `tick` (0: now). Records that
+    /// for an owner about to sleep (`RemoteQueue::needs_owner_by`), then
+    /// claims the wake of one that sleeps past it (`claim_wake`). Returns
+    /// `true` if the caller must wake the owner.
+    pub(crate) fn queued_for(&self, tick: u64) -> bool {
+        self.remote.needs_owner_by(tick);
+        self.claim_wake(Some(tick))
     }
 
     /// [`push_stop`](Self::push_stop) for a STOP whose slot was queued
     /// already: should this thread wake the owner?
     pub(crate) fn stop_wake_due(&self) -> bool {
-        reclaim_due(self.remote.len(), self.counters.armed.get()) && self.claim_wake(None)
+        reclaim_due(self.remote.len(), self.counters.armed.get()) && self.queued_for(0)
     }
 
     /// Shutdown: empties the remote queue without applying it (the sweep
@@ -689,7 +706,7 @@ impl Shard {
         // SAFETY: forwarded.
         unsafe {
             if self.take_remote(inner) {
-                // Entries are still waiting: poll again at once.
+                // Entries taken in are still waiting: poll again at once.
                 return Some(self.core(|core| core.wheel.now()));
             }
             // Refreshed here as at the end of a poll: cancels applied since
@@ -832,7 +849,7 @@ impl Shard {
                 polled.fired += usize::from(ran);
                 fired_here += 1;
             }
-            if fired_here < BATCH && !more_messages && self.remote.is_empty() {
+            if fired_here < BATCH && !more_messages {
                 unsafe { self.core(|core| core.wheel.end_pass()) };
                 unsafe { self.publish_counters(None) };
                 return polled;
@@ -865,7 +882,7 @@ impl Shard {
     }
 
     /// Applies up to `BATCH` entries of the remote queue (those taken
-    /// earlier first). Returns `true` if some are still waiting.
+    /// earlier first). Returns `true` if some it took in are still waiting.
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core. May
@@ -879,8 +896,12 @@ impl Shard {
             };
             unsafe { self.apply_entry(inner, slot, index) };
         }
+        // Entries pushed since the take wait for the next one: those the
+        // owner needs before it would wake keep it from sleeping
+        // (`publish_sleep`); the rest must not keep it busy (a thread that
+        // starts and cancels far-off timers in a loop would).
         // SAFETY: forwarded.
-        unsafe { self.has_backlog() || !self.remote.is_empty() }
+        unsafe { self.has_backlog() }
     }
 
     /// Before the owner links its own START or RESTART: applies everything
