@@ -69,6 +69,7 @@ pub(crate) mod state;
 mod stats;
 mod tag;
 mod timer;
+mod tsc;
 
 use std::fmt;
 use std::time::Duration;
@@ -425,10 +426,14 @@ impl Inner {
     /// then counts from that tick's start.
     #[inline]
     fn deadline_after(&self, shard: usize, delay: Duration) -> (u64, u8) {
-        let now = self.now_nanos(shard);
         if delay.is_zero() {
+            // The real clock: an estimate a little ahead could name the
+            // next tick, which is not due yet.
+            let now = self.now_nanos(shard);
             return (self.ticks.floor(now).min(self.last_tick), 0);
         }
+        // The deadline clock (`tsc.rs`): never behind the real one.
+        let now = self.clock.deadline_nanos(&self.shards[shard].clock_mark);
         self.ticks_ceil_with_rounding(now.saturating_add(duration_nanos(delay)))
     }
 

@@ -1,0 +1,312 @@
+//! A never-early estimate of `CLOCK_MONOTONIC` from the CPU's time-stamp
+//! counter, for the deadlines of STARTs and RESTARTs.
+//!
+//! # Why
+//!
+//! Every START and RESTART reads the clock for its deadline. Through the
+//! vDSO, `clock_gettime` costs about 30 ns on the machines we measure (it
+//! reads the TSC itself, under a sequence lock, and scales it); `rdtsc` alone
+//! costs about 12 (`examples/owner_ops.rs`, and the `clock` rows of
+//! `benches/service_vs_tokio.rs`). Firing keeps reading the real clock: only
+//! deadlines use the estimate, and an estimate that runs a little ahead only
+//! makes a deadline a little later.
+//!
+//! # Never early, by construction
+//!
+//! The estimate for counter value `t` is
+//! `anchor_nanos + (t - anchor_tsc) * rate + SLACK_NANOS`, where:
+//!
+//! * the **anchor** `(anchor_tsc, anchor_nanos)` is a counter reading
+//!   followed by a clock reading (both fenced), so `anchor_nanos` is at or
+//!   after the clock at `anchor_tsc`. Each thread keeps its own, refreshed
+//!   when it is older than `MAX_AGE_NANOS` (about a millisecond) of counter
+//!   time; a counter reading below the anchor (a thread moved to a core whose
+//!   counter lags) also refreshes it.
+//! * the **rate** (nanoseconds per counter tick, 32.32 fixed point) is an
+//!   upper bound: measured between two clock readings bracketing each
+//!   counter reading, at least `CALIBRATION_NANOS` apart, the larger bracket
+//!   at the end and the smaller at the start, then padded by 1/1024 (about
+//!   1000 ppm: NTP slews the clock by at most 500 ppm).
+//! * `SLACK_NANOS` covers what the counter may differ between the cores of
+//!   one machine (the kernel keeps the TSC as its clock source only while
+//!   they agree to far less).
+//!
+//! So the estimate is never below the clock at the moment the counter was
+//! read, and runs ahead of it by at most the slack plus 1/1024 of the
+//! anchor's age: about 2 µs. A deadline tick moves one tick later only when
+//! the exact deadline falls within that of a tick's boundary.
+//!
+//! # When it is used
+//!
+//! Linux on x86-64, when the kernel's clock source is `tsc` (it only is when
+//! the counter is invariant and agrees across cores, and the kernel switches
+//! away if it ever stops agreeing), not under miri, and not when the
+//! environment sets `TICKWHEEL_TSC=0`. Each refresh also checks the old
+//! anchor's estimate against a clock reading taken before the new counter
+//! reading: an estimate found behind the clock (a counter that stopped
+//! agreeing with the clock, say after a virtual machine moved hosts) turns
+//! the estimate off for the rest of the process. Elsewhere, and until the
+//! rate is calibrated (the first few milliseconds), the real clock is read.
+//!
+//! Tests: `tests::the_estimate_is_never_behind_the_clock_on_any_thread`
+//! (many threads, each estimate checked against clock readings before it),
+//! `tests::the_estimate_runs_ahead_by_microseconds_at_most`.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// Added to every estimate: counter differences between cores.
+const SLACK_NANOS: u64 = 1_000;
+/// An anchor older than this (in nanoseconds of counter time) is refreshed.
+const MAX_AGE_NANOS: u64 = 1_000_000;
+/// The rate is measured over at least this long.
+const CALIBRATION_NANOS: u64 = 20_000_000;
+/// A pair of clock readings around a counter reading further apart than
+/// this (the thread was interrupted) is not used to calibrate.
+const BRACKET_NANOS: u64 = 20_000;
+
+/// Not yet looked at.
+const UNKNOWN: u8 = 0;
+/// The counter may be used; no calibration reading yet.
+const USABLE: u8 = 1;
+/// The first calibration reading is recorded.
+const CALIBRATING: u8 = 2;
+/// The rate is known.
+const READY: u8 = 3;
+/// The real clock, for good.
+const OFF: u8 = 4;
+/// One thread is recording the first calibration reading, or the rate.
+const RECORDING: u8 = 5;
+
+static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+/// The first bracketed reading: counter value, and the clock just before it.
+static START_TSC: AtomicU64 = AtomicU64::new(0);
+static START_NANOS: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds per counter tick, 32.32 fixed point, an upper bound.
+static RATE: AtomicU64 = AtomicU64::new(0);
+/// `MAX_AGE_NANOS` in counter ticks (0 until `READY`: every read refreshes).
+/// Stored after `RATE` (release), loaded before it (acquire): a thread that
+/// sees an age limit sees the rate it belongs to.
+static MAX_AGE_TICKS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's anchor: a counter value and the clock read after it.
+    static ANCHOR: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds, never below the clock at the moment of
+/// the call (see the module docs); the real clock where the estimate is not
+/// available.
+#[inline]
+pub(crate) fn deadline_nanos(real: fn() -> u64) -> u64 {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+    {
+        let max_age = MAX_AGE_TICKS.load(Ordering::Acquire);
+        if max_age != 0 {
+            let tsc = rdtsc();
+            let (anchor_tsc, anchor_nanos) = ANCHOR.with(Cell::get);
+            let age = tsc.wrapping_sub(anchor_tsc);
+            if age < max_age {
+                let rate = RATE.load(Ordering::Relaxed);
+                // age < 2^32 ticks at any real rate (1 ms), rate < 2^32.
+                return anchor_nanos + ((age * rate) >> 32) + SLACK_NANOS;
+            }
+        }
+        refresh(real)
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri))))]
+    real()
+}
+
+/// The slow path: a real reading (returned), which also re-anchors this
+/// thread, checks the old anchor, and calibrates the rate.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+#[cold]
+fn refresh(real: fn() -> u64) -> u64 {
+    let state = STATE.load(Ordering::Acquire);
+    if state == OFF {
+        return real();
+    }
+    if state == UNKNOWN {
+        let usable = std::env::var_os("TICKWHEEL_TSC").is_none_or(|v| v != "0")
+            && std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .is_ok_and(|source| source.trim() == "tsc");
+        let decided = if usable { USABLE } else { OFF };
+        let _ = STATE.compare_exchange(UNKNOWN, decided, Ordering::AcqRel, Ordering::Acquire);
+        return refresh(real);
+    }
+    let before = real();
+    let tsc = rdtsc_fenced();
+    let after = real();
+    if state == READY {
+        // The old anchor's estimate of this counter value must not be behind
+        // the clock read before it.
+        let (anchor_tsc, anchor_nanos) = ANCHOR.with(Cell::get);
+        if anchor_tsc != 0 && tsc >= anchor_tsc {
+            let rate = RATE.load(Ordering::Relaxed);
+            let estimate = u128::from(anchor_nanos)
+                + ((u128::from(tsc - anchor_tsc) * u128::from(rate)) >> 32)
+                + u128::from(SLACK_NANOS);
+            if estimate < u128::from(before) {
+                MAX_AGE_TICKS.store(0, Ordering::Release);
+                STATE.store(OFF, Ordering::Release);
+                return after;
+            }
+        }
+    }
+    ANCHOR.with(|anchor| anchor.set((tsc, after)));
+    if state != READY && after - before <= BRACKET_NANOS {
+        calibrate(state, tsc, before, after);
+    }
+    after
+}
+
+/// Records the first bracketed reading, or, once one is old enough,
+/// computes the rate from it and this one.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+fn calibrate(state: u8, tsc: u64, before: u64, after: u64) {
+    if state == USABLE {
+        // One thread records the start: the one whose CAS takes the state
+        // from `USABLE` to a private marker first.
+        if STATE
+            .compare_exchange(USABLE, RECORDING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            START_TSC.store(tsc, Ordering::Relaxed);
+            START_NANOS.store(before, Ordering::Relaxed);
+            // Release: the start is readable once `CALIBRATING` is.
+            STATE.store(CALIBRATING, Ordering::Release);
+        }
+        return;
+    }
+    if state != CALIBRATING {
+        return;
+    }
+    let (start_tsc, start_nanos) = (
+        START_TSC.load(Ordering::Relaxed),
+        START_NANOS.load(Ordering::Relaxed),
+    );
+    if after < start_nanos + CALIBRATION_NANOS || tsc <= start_tsc {
+        return;
+    }
+    // The clock moved at most `after - start_nanos` while the counter moved
+    // `tsc - start_tsc`; padded by 1/1024.
+    let nanos = u128::from(after - start_nanos);
+    let ticks = u128::from(tsc - start_tsc);
+    let rate = ((nanos << 32) / ticks) * 1025 / 1024 + 1;
+    let Ok(rate) = u64::try_from(rate) else {
+        STATE.store(OFF, Ordering::Release);
+        return;
+    };
+    if rate >= 1 << 32 {
+        // A counter slower than 1 GHz: not worth it.
+        STATE.store(OFF, Ordering::Release);
+        return;
+    }
+    let max_age = ((u128::from(MAX_AGE_NANOS) << 32) / u128::from(rate)) as u64;
+    // One thread publishes the rate; `READY` (release) only after it.
+    if STATE
+        .compare_exchange(CALIBRATING, RECORDING, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        RATE.store(rate, Ordering::Relaxed);
+        MAX_AGE_TICKS.store(max_age.max(1), Ordering::Release);
+        STATE.store(READY, Ordering::Release);
+    }
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+#[inline]
+fn rdtsc() -> u64 {
+    // SAFETY: `rdtsc` is available on every x86-64 CPU.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// A counter reading that neither an earlier nor a later instruction passes.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+fn rdtsc_fenced() -> u64 {
+    // SAFETY: `lfence` and `rdtsc` are available on every x86-64 CPU.
+    unsafe {
+        core::arch::x86_64::_mm_lfence();
+        let tsc = core::arch::x86_64::_rdtsc();
+        core::arch::x86_64::_mm_lfence();
+        tsc
+    }
+}
+
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64", not(miri)))]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn real() -> u64 {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid, writable `timespec`.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
+    }
+
+    fn tsc_is_the_clock_source() -> bool {
+        std::env::var_os("TICKWHEEL_TSC").is_none_or(|v| v != "0")
+            && std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .is_ok_and(|source| source.trim() == "tsc")
+    }
+
+    /// CONTRACT 1 for the estimate: on several threads at once, through
+    /// calibration and many anchor refreshes, no estimate is below a clock
+    /// reading taken before it, nor more than a few microseconds ahead of
+    /// one taken after it. Where the counter is the kernel's clock source,
+    /// the estimate must also be in use by the end.
+    #[test]
+    fn the_estimate_is_never_behind_the_clock_on_any_thread() {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    let began = Instant::now();
+                    let mut checked = 0u64;
+                    while began.elapsed() < Duration::from_millis(60) || checked < 100_000 {
+                        let before = real();
+                        let estimate = deadline_nanos(real);
+                        let after = real();
+                        assert!(
+                            estimate >= before,
+                            "estimate {estimate} behind the clock {before}"
+                        );
+                        assert!(
+                            estimate <= after + 5_000,
+                            "estimate {estimate} more than 5 us ahead of {after}"
+                        );
+                        checked += 1;
+                        if checked % 4096 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        if tsc_is_the_clock_source() {
+            let began = Instant::now();
+            while STATE.load(Ordering::Acquire) != READY && began.elapsed() < Duration::from_secs(2)
+            {
+                deadline_nanos(real);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                STATE.load(Ordering::Acquire),
+                READY,
+                "the estimate is in use"
+            );
+            assert_ne!(MAX_AGE_TICKS.load(Ordering::Acquire), 0);
+        }
+    }
+}
