@@ -245,6 +245,7 @@ impl Timer {
     /// model `last_handle_vs_new_handle_vs_service_drop`). Per-core use
     /// therefore touches only its own shard's line, at the cost of two RMWs
     /// per timer.
+    #[inline]
     pub(crate) fn new(inner: &Arc<Inner>, id: TimerId, shard: usize) -> Timer {
         if inner.shards[shard].handles.fetch_add(1, Ordering::AcqRel) == SHUT {
             // SAFETY: `inner` is a live `Arc`, so its pointer is valid and
@@ -261,6 +262,7 @@ impl Timer {
         }
     }
 
+    #[inline]
     fn inner(&self) -> &Inner {
         // SAFETY: this handle is counted on its shard; before shutdown a
         // `TimerService` holds the service, and after it the shard holds a
@@ -274,6 +276,7 @@ impl Timer {
     }
 
     /// Disarms the timer. See [`Stop`] for what each outcome promises.
+    #[inline]
     pub fn stop(&self) -> Stop {
         self.inner().stop(self.id)
     }
@@ -281,6 +284,7 @@ impl Timer {
     /// Disarms the timer and gives up the handle, in one atomic transition:
     /// [`stop`](Self::stop) followed by dropping the handle, for half the
     /// work. Returns what `stop` would have.
+    #[inline]
     pub fn cancel(mut self) -> Stop {
         let outcome = self.inner().cancel(self.id);
         // The zero id is never valid, so `Drop` releases nothing more.
@@ -308,6 +312,7 @@ impl Timer {
     ///
     /// # Errors
     /// [`TimerError::Shutdown`] after shutdown; nothing changes then.
+    #[inline]
     pub fn restart(&self, delay: Duration) -> Result<Restart, TimerError> {
         self.inner().restart(self.id, delay)
     }
@@ -354,6 +359,7 @@ impl Timer {
 }
 
 impl Drop for Timer {
+    #[inline]
     fn drop(&mut self) {
         let inner = self.inner();
         if self.id != TimerId(0) {
