@@ -208,8 +208,10 @@ pub struct Timer {
     /// The service. Kept alive by the count of handles on `shard` (see
     /// [`Timer::new`]), not by a reference count of its own.
     inner: *const Inner,
+    /// Never the zero id: a handle always names its timer until it goes
+    /// (its shard is read from the slot when the handle goes, which keeps
+    /// the handle at 16 bytes).
     id: TimerId,
-    shard: u32,
 }
 
 // SAFETY: a `Timer` is an id plus a counted reference to `Inner`, which is
@@ -258,7 +260,35 @@ impl Timer {
             // give a strong count back through it (miri checks this).
             inner: Arc::as_ptr(inner),
             id,
-            shard: shard as u32,
+        }
+    }
+
+    /// The shard this handle is counted on: its slot's, which stays put
+    /// while the handle holds the timer (a slot changes shards only once
+    /// freed, and starts are refused after shutdown, whose sweep may free
+    /// it).
+    #[inline]
+    fn shard(&self) -> usize {
+        // SAFETY: the id was handed out for an allocated slot of this
+        // service, which this handle keeps alive.
+        let slot = unsafe { self.inner().arena.get_allocated(self.id.index()) };
+        usize::from(slot.shard.load(Ordering::Relaxed))
+    }
+
+    /// Takes this handle off its shard's count, after the timer has been
+    /// released; consumes the handle without running `Drop`.
+    #[inline]
+    fn uncount(self, shard: usize) {
+        let this = std::mem::ManuallyDrop::new(self);
+        if this.inner().shards[shard]
+            .handles
+            .fetch_sub(1, Ordering::AcqRel)
+            == SHUT | 1
+        {
+            // SAFETY: this was the shard's last handle after shutdown, so the
+            // shard gives back the strong count it held for its handles
+            // (`Timer::new`). `inner` is not used after this.
+            unsafe { Arc::decrement_strong_count(this.inner) };
         }
     }
 
@@ -285,10 +315,10 @@ impl Timer {
     /// [`stop`](Self::stop) followed by dropping the handle, for half the
     /// work. Returns what `stop` would have.
     #[inline]
-    pub fn cancel(mut self) -> Stop {
+    pub fn cancel(self) -> Stop {
+        let shard = self.shard();
         let outcome = self.inner().cancel(self.id);
-        // The zero id is never valid, so `Drop` releases nothing more.
-        self.id = TimerId(0);
+        self.uncount(shard);
         outcome
     }
 
@@ -351,30 +381,22 @@ impl Timer {
     /// Gives up the handle without stopping the timer: a one-shot timer still
     /// fires once and is then freed; a periodic one runs until the service
     /// shuts down. The id is stale from now on.
-    pub fn forget(mut self) {
+    pub fn forget(self) {
+        let shard = self.shard();
         self.inner().detach(self.id);
-        // The zero id is never valid, so `Drop` releases nothing.
-        self.id = TimerId(0);
+        self.uncount(shard);
     }
 }
 
 impl Drop for Timer {
     #[inline]
     fn drop(&mut self) {
-        let inner = self.inner();
-        if self.id != TimerId(0) {
-            inner.release(self.id);
-        }
-        if inner.shards[self.shard as usize]
-            .handles
-            .fetch_sub(1, Ordering::AcqRel)
-            == SHUT | 1
-        {
-            // SAFETY: this was the shard's last handle after shutdown, so the
-            // shard gives back the strong count it held for its handles
-            // (`Timer::new`). `inner` is not used after this.
-            unsafe { Arc::decrement_strong_count(self.inner) };
-        }
+        let shard = self.shard();
+        self.inner().release(self.id);
+        // A bitwise copy that `uncount` consumes without dropping; `self`
+        // is not used again.
+        // SAFETY: `self` is being dropped and is not read after this.
+        Timer::uncount(unsafe { std::ptr::read(self) }, shard);
     }
 }
 
