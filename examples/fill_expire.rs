@@ -1,0 +1,211 @@
+//! Insert + expire: arm `n` timers at random delays, then advance until all
+//! have fired; nanoseconds per timer, for the keyed [`Wheel`], the
+//! [`EmbeddedWheel`], a `BTreeMap<(deadline, seq), _>` and a
+//! `BinaryHeap<Reverse<(deadline, seq, _)>>`, in alternating rounds (the
+//! machine is shared and noisy: compare the figures of one round).
+//!
+//! Delays are uniform in `1..=span` ticks (default 65,536: about a minute of
+//! 1 ms ticks), so the wheel's timers start on its upper levels and cascade
+//! down as time passes, as a server's timeouts do. The advance is one call
+//! to the last deadline (what a simulation that runs to the end does).
+//!
+//! ```sh
+//! cargo run --release --example fill_expire -- 1000 100000 1000000
+//! cargo run --release --example fill_expire -- --span 1048576 --rounds 5 100000
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::hint::black_box;
+use std::pin::pin;
+use std::time::Instant;
+
+use tickwheel::{EmbeddedWheel, TimerEntry, Wheel};
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn delays(n: usize, span: u64, seed: u64) -> Vec<u64> {
+    let mut rng = Rng(seed | 1);
+    (0..n).map(|_| 1 + rng.below(span)).collect()
+}
+
+/// The checksum each implementation must agree on: the sum over fired
+/// timers of `payload * deadline`, in firing order folded by a rotate.
+fn fold(sum: u64, payload: u64, tick: u64) -> u64 {
+    sum.rotate_left(5) ^ payload.wrapping_mul(tick | 1)
+}
+
+fn wheel(delays: &[u64]) -> (f64, u64) {
+    let began = Instant::now();
+    let mut wheel = Wheel::with_capacity(delays.len());
+    let mut last = 0;
+    for (i, &delay) in delays.iter().enumerate() {
+        wheel.insert(delay, i as u64);
+        last = last.max(delay);
+    }
+    let mut sum = 0;
+    let mut fired = 0;
+    let _ = wheel.advance(last, usize::MAX, |_, expired| {
+        sum = fold(sum, expired.value, expired.deadline);
+        fired += 1;
+    });
+    assert_eq!(fired, delays.len());
+    (began.elapsed().as_nanos() as f64 / delays.len() as f64, sum)
+}
+
+fn embedded(delays: &[u64]) -> (f64, u64) {
+    let began = Instant::now();
+    let mut wheel = EmbeddedWheel::with_capacity(delays.len());
+    let entries: Vec<TimerEntry<u64>> = (0..delays.len() as u64).map(TimerEntry::new).collect();
+    let entries = pin!(entries);
+    let mut last = 0;
+    for (entry, &delay) in entries.iter().zip(delays) {
+        // SAFETY (pinning): the vector is pinned on the stack and never
+        // moved or resized while the entries are armed.
+        let entry = unsafe { std::pin::Pin::new_unchecked(entry) };
+        wheel.schedule(entry, delay).unwrap();
+        last = last.max(delay);
+    }
+    let mut sum = 0;
+    let mut fired = 0;
+    let _ = wheel.advance(last, usize::MAX, |_, expired| {
+        sum = fold(sum, expired.value, expired.deadline);
+        fired += 1;
+    });
+    assert_eq!(fired, delays.len());
+    let elapsed = began.elapsed();
+    drop(wheel);
+    (elapsed.as_nanos() as f64 / delays.len() as f64, sum)
+}
+
+fn btree(delays: &[u64]) -> (f64, u64) {
+    let began = Instant::now();
+    let mut map = BTreeMap::new();
+    for (i, &delay) in delays.iter().enumerate() {
+        map.insert((delay, i as u64), i as u64);
+    }
+    let mut sum = 0;
+    while let Some(((deadline, _), payload)) = map.pop_first() {
+        sum = fold(sum, payload, deadline);
+    }
+    (began.elapsed().as_nanos() as f64 / delays.len() as f64, sum)
+}
+
+fn heap(delays: &[u64]) -> (f64, u64) {
+    let began = Instant::now();
+    let mut heap = BinaryHeap::with_capacity(delays.len());
+    for (i, &delay) in delays.iter().enumerate() {
+        heap.push(Reverse((delay, i as u64, i as u64)));
+    }
+    let mut sum = 0;
+    while let Some(Reverse((deadline, _, payload))) = heap.pop() {
+        sum = fold(sum, payload, deadline);
+    }
+    (began.elapsed().as_nanos() as f64 / delays.len() as f64, sum)
+}
+
+fn main() {
+    let mut span = 65_536u64;
+    let mut rounds = 5usize;
+    let mut sizes = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |what: &str| -> u64 {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .filter(|&v| v > 0)
+                .unwrap_or_else(|| {
+                    eprintln!("{what} takes a positive integer");
+                    std::process::exit(2)
+                })
+        };
+        match arg.as_str() {
+            "--span" => span = number("--span"),
+            "--rounds" => rounds = number("--rounds") as usize,
+            n => match n.parse::<usize>() {
+                Ok(n) if n > 0 => sizes.push(n),
+                _ => {
+                    eprintln!("usage: fill_expire [--span TICKS] [--rounds R] N...");
+                    std::process::exit(2)
+                }
+            },
+        }
+    }
+    if sizes.is_empty() {
+        sizes = vec![1_000, 100_000, 1_000_000];
+    }
+    println!("fill_expire: every round, ns per timer (span {span} ticks)");
+    println!();
+    println!("| n | round | Wheel | EmbeddedWheel | BTreeMap | BinaryHeap | Wheel/BTreeMap | Embedded/BTreeMap | Wheel/heap |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut medians = Vec::new();
+    for &n in &sizes {
+        let mut per_round = Vec::new();
+        // At least a million timers per measurement: small n repeats.
+        let repeat = (1_000_000 / n).max(1);
+        for round in 0..rounds {
+            let mut totals = [0.0f64; 4];
+            for r in 0..repeat {
+                let delays = delays(n, span, (round * repeat + r) as u64 + 7);
+                // Same sequence of firings for all four, within each tick in
+                // arming order (the BTreeMap's and heap's `seq`).
+                let runs = [
+                    wheel(&delays),
+                    embedded(&delays),
+                    btree(&delays),
+                    heap(&delays),
+                ];
+                let sum = runs[2].1;
+                for (total, (ns, checksum)) in totals.iter_mut().zip(runs) {
+                    assert_eq!(
+                        checksum, sum,
+                        "every implementation fires the same sequence"
+                    );
+                    *total += ns;
+                }
+            }
+            let [w, e, b, h] = totals.map(|t| t / repeat as f64);
+            println!(
+                "| {n} | {round} | {w:.1} ns | {e:.1} ns | {b:.1} ns | {h:.1} ns | {:.2} | {:.2} | {:.2} |",
+                w / b,
+                e / b,
+                w / h
+            );
+            per_round.push([w, e, b, h]);
+            black_box(());
+        }
+        // Each implementation's median round, and the ratios of the
+        // medians of one run.
+        let median = |k: usize| {
+            let mut v: Vec<f64> = per_round.iter().map(|r| r[k]).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        medians.push((n, [median(0), median(1), median(2), median(3)]));
+    }
+    println!();
+    println!(
+        "medians of {rounds} alternating rounds, ns per timer (n timers at delays uniform in 1..={span} ticks, then one advance to the last deadline):"
+    );
+    println!();
+    println!("| n | Wheel | EmbeddedWheel | BTreeMap | BinaryHeap | Wheel ÷ BTreeMap | Embedded ÷ BTreeMap | Wheel ÷ BinaryHeap | Embedded ÷ BinaryHeap |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (n, [w, e, b, h]) in medians {
+        println!(
+            "| {n} | {w:.1} ns | {e:.1} ns | {b:.1} ns | {h:.1} ns | {:.2} | {:.2} | {:.2} | {:.2} |",
+            w / b,
+            e / b,
+            w / h,
+            e / h
+        );
+    }
+}
