@@ -48,7 +48,11 @@
 //!
 //! The service counts ticks from its creation. A timer started at time `t`
 //! with delay `d` gets deadline tick `ceil((t + d) / tick)`, and a shard fires
-//! tick `k` only once its clock reads at least `k * tick`: never early. A zero
+//! tick `k` only once its clock reads at least `k * tick`: never early. On
+//! Linux x86-64 `t` comes from the CPU's time-stamp counter where that is
+//! the kernel's clock source (`tsc.rs`: an estimate never behind the clock
+//! and at most a few microseconds ahead of it, for a third of the cost of
+//! reading it); firing always reads the clock itself. A zero
 //! delay is due now (the tick the clock is in). A timer armed for a tick the
 //! owner has already processed is due now too, and fires at the next poll;
 //! armed during a poll (a callback re-arming itself with zero delay), at the
