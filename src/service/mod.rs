@@ -1215,14 +1215,37 @@ impl Inner {
         // (`Shard::cancel_owned`).
         if let Some((slot, word)) = self.live(id) {
             let shard = usize::from(slot.shard.load(Ordering::Relaxed));
-            if word.is_armed() && !word.is(RUNNING) && !word.is(QUEUED) && self.owns(shard) {
-                // SAFETY: this thread holds the shard's claim (`owns`), with
-                // no reference into its core while user code runs; `slot`
-                // is `id`'s, of that shard (its word, read after the shard
-                // field was published, names `id`'s incarnation, and the
-                // CAS inside fails if that changed).
-                if unsafe { self.shards[shard].cancel_owned(self, slot, id.index(), word) } {
-                    return Stop::Cancelled;
+            if word.is_armed() && !word.is(RUNNING) {
+                if !word.is(QUEUED) {
+                    if self.owns(shard) {
+                        // SAFETY: this thread holds the shard's claim
+                        // (`owns`), with no reference into its core while
+                        // user code runs; `slot` is `id`'s, of that shard
+                        // (its word, read after the shard field was
+                        // published, names `id`'s incarnation, and the CAS
+                        // inside fails if that changed).
+                        if unsafe { self.shards[shard].cancel_owned(self, slot, id.index(), word) }
+                        {
+                            return Stop::Cancelled;
+                        }
+                    }
+                } else if !self.owns(shard) {
+                    // A queued timer (typically this thread's own START,
+                    // not yet taken in) cancelled from outside its shard:
+                    // what `drop_handle` does for that word, without its
+                    // generic decision (`owner_ops remote-start-cancel`).
+                    let new = word.without(HANDLE).with_arm(CANCELLED).next_seq();
+                    if slot.cas(word, new).is_ok() {
+                        if new.is(FRESH) && new.is_reclaimable_but_queued() {
+                            // See `transition_from`: this thread's next
+                            // START may reuse the slot in place.
+                            REVIVABLE.with(|r| r.set((self.address(), id.index(), new.0)));
+                        }
+                        if self.shards[shard].stop_wake_due() {
+                            self.wake(shard);
+                        }
+                        return Stop::Cancelled;
+                    }
                 }
             }
         }
