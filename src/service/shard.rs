@@ -854,11 +854,12 @@ impl Shard {
                 unsafe { self.publish_counters(None) };
                 return polled;
             }
-            // The poll goes on as long as remote work keeps coming, which
-            // under a flood of remote starts can be for as long as the flood
-            // lasts: re-read the clock every round, or timers that fall due
-            // meanwhile wait for the flood to pause
-            // (`tests/service_long_poll.rs`).
+            // The poll goes on while more is due or entries it took in are
+            // still waiting (a backlog beyond one batch, which a flood of
+            // remote starts makes long): re-read the clock every round, so
+            // that timers falling due meanwhile fire in this poll too. What
+            // is pushed after the poll took the queue in waits for the next
+            // poll (`tests/service_long_poll.rs`).
             now = now.max(inner.current_tick(shard));
         }
     }
