@@ -38,10 +38,27 @@ fn delays(n: usize, span: u64, seed: u64) -> Vec<u64> {
     (0..n).map(|_| 1 + rng.below(span)).collect()
 }
 
-/// The checksum each implementation must agree on: the sum over fired
-/// timers of `payload * deadline`, in firing order folded by a rotate.
-fn fold(sum: u64, payload: u64, tick: u64) -> u64 {
-    sum.rotate_left(5) ^ payload.wrapping_mul(tick | 1)
+/// Counts the firings of one run and folds them into the checksum every
+/// implementation must agree on: each fired timer's `payload * deadline`,
+/// in firing order, folded by a rotate.
+#[derive(Default)]
+struct Tally {
+    sum: u64,
+    fired: usize,
+}
+
+impl Tally {
+    fn add(&mut self, payload: u64, tick: u64) {
+        self.sum = self.sum.rotate_left(5) ^ payload.wrapping_mul(tick | 1);
+        self.fired += 1;
+    }
+
+    /// ns per timer since `began`, and the checksum; every timer fired.
+    fn finish(self, began: Instant, n: usize) -> (f64, u64) {
+        let ns = began.elapsed().as_nanos() as f64 / n as f64;
+        assert_eq!(self.fired, n, "every timer fires");
+        (ns, self.sum)
+    }
 }
 
 fn wheel(delays: &[u64]) -> (f64, u64) {
@@ -52,14 +69,11 @@ fn wheel(delays: &[u64]) -> (f64, u64) {
         wheel.insert(delay, i as u64);
         last = last.max(delay);
     }
-    let mut sum = 0;
-    let mut fired = 0;
+    let mut tally = Tally::default();
     let _ = wheel.advance(last, usize::MAX, |_, expired| {
-        sum = fold(sum, expired.value, expired.deadline);
-        fired += 1;
+        tally.add(expired.value, expired.deadline)
     });
-    assert_eq!(fired, delays.len());
-    (began.elapsed().as_nanos() as f64 / delays.len() as f64, sum)
+    tally.finish(began, delays.len())
 }
 
 fn embedded(delays: &[u64]) -> (f64, u64) {
@@ -75,16 +89,11 @@ fn embedded(delays: &[u64]) -> (f64, u64) {
         wheel.schedule(entry, delay).unwrap();
         last = last.max(delay);
     }
-    let mut sum = 0;
-    let mut fired = 0;
+    let mut tally = Tally::default();
     let _ = wheel.advance(last, usize::MAX, |_, expired| {
-        sum = fold(sum, expired.value, expired.deadline);
-        fired += 1;
+        tally.add(expired.value, expired.deadline)
     });
-    assert_eq!(fired, delays.len());
-    let elapsed = began.elapsed();
-    drop(wheel);
-    (elapsed.as_nanos() as f64 / delays.len() as f64, sum)
+    tally.finish(began, delays.len())
 }
 
 fn btree(delays: &[u64]) -> (f64, u64) {
@@ -93,11 +102,11 @@ fn btree(delays: &[u64]) -> (f64, u64) {
     for (i, &delay) in delays.iter().enumerate() {
         map.insert((delay, i as u64), i as u64);
     }
-    let mut sum = 0;
+    let mut tally = Tally::default();
     while let Some(((deadline, _), payload)) = map.pop_first() {
-        sum = fold(sum, payload, deadline);
+        tally.add(payload, deadline);
     }
-    (began.elapsed().as_nanos() as f64 / delays.len() as f64, sum)
+    tally.finish(began, delays.len())
 }
 
 fn heap(delays: &[u64]) -> (f64, u64) {
@@ -106,11 +115,11 @@ fn heap(delays: &[u64]) -> (f64, u64) {
     for (i, &delay) in delays.iter().enumerate() {
         heap.push(Reverse((delay, i as u64, i as u64)));
     }
-    let mut sum = 0;
+    let mut tally = Tally::default();
     while let Some(Reverse((deadline, _, payload))) = heap.pop() {
-        sum = fold(sum, payload, deadline);
+        tally.add(payload, deadline);
     }
-    (began.elapsed().as_nanos() as f64 / delays.len() as f64, sum)
+    tally.finish(began, delays.len())
 }
 
 fn main() {

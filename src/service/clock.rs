@@ -189,7 +189,7 @@ impl ServiceClock {
 /// `CLOCK_MONOTONIC` in nanoseconds since an arbitrary start (boot).
 #[cfg(target_os = "linux")]
 #[inline]
-fn monotonic_nanos() -> u64 {
+pub(super) fn monotonic_nanos() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

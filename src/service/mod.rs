@@ -1036,17 +1036,8 @@ impl Inner {
                         let wake = if push {
                             target.push_stop(id.index(), slot)
                         } else {
-                            // Queued already (by its START, or an earlier
-                            // STOP): its pusher judged the reclaim bound
-                            // without this stop.
-                            target.stop_wake_due()
+                            self.stopped_while_queued(shard, id.index(), new)
                         };
-                        if !push && new.is(FRESH) && new.is_reclaimable_but_queued() {
-                            // A START of this thread's that its owner has
-                            // not taken in, cancelled and released: this
-                            // thread's next START may reuse it in place.
-                            REVIVABLE.with(|r| r.set((self.address(), id.index(), new.0)));
-                        }
                         if wake {
                             self.wake(shard);
                         } else if !word.is_armed() {
@@ -1236,12 +1227,7 @@ impl Inner {
                     // generic decision (`owner_ops remote-start-cancel`).
                     let new = word.without(HANDLE).with_arm(CANCELLED).next_seq();
                     if slot.cas(word, new).is_ok() {
-                        if new.is(FRESH) && new.is_reclaimable_but_queued() {
-                            // See `transition_from`: this thread's next
-                            // START may reuse the slot in place.
-                            REVIVABLE.with(|r| r.set((self.address(), id.index(), new.0)));
-                        }
-                        if self.shards[shard].stop_wake_due() {
+                        if self.stopped_while_queued(shard, id.index(), new) {
                             self.wake(shard);
                         }
                         return Stop::Cancelled;
@@ -1250,6 +1236,19 @@ impl Inner {
             }
         }
         self.drop_handle(id, true)
+    }
+
+    /// After this thread's CAS stopped slot `index` of `shard`, which was
+    /// queued already (by its START, or an earlier STOP, whose pusher judged
+    /// the reclaim bound without this stop), leaving word `new`: notes the
+    /// slot for reuse if it is this thread's own START that its owner has
+    /// not taken in, now cancelled and released (`revive`), and tells
+    /// whether the owner must be woken to reclaim (`Shard::stop_wake_due`).
+    fn stopped_while_queued(&self, shard: usize, index: u32, new: Word) -> bool {
+        if new.is(FRESH) && new.is_reclaimable_but_queued() {
+            REVIVABLE.with(|r| r.set((self.address(), index, new.0)));
+        }
+        self.shards[shard].stop_wake_due()
     }
 
     /// DETACH: drop the handle bit but leave the timer armed.

@@ -276,11 +276,11 @@ impl Timer {
     }
 
     /// Takes this handle off its shard's count, after the timer has been
-    /// released; consumes the handle without running `Drop`.
+    /// released: the last thing a handle does (`Drop`, or `cancel` and
+    /// `forget`, which do not run `Drop`).
     #[inline]
-    fn uncount(self, shard: usize) {
-        let this = std::mem::ManuallyDrop::new(self);
-        if this.inner().shards[shard]
+    fn uncount(&self, shard: usize) {
+        if self.inner().shards[shard]
             .handles
             .fetch_sub(1, Ordering::AcqRel)
             == SHUT | 1
@@ -288,7 +288,7 @@ impl Timer {
             // SAFETY: this was the shard's last handle after shutdown, so the
             // shard gives back the strong count it held for its handles
             // (`Timer::new`). `inner` is not used after this.
-            unsafe { Arc::decrement_strong_count(this.inner) };
+            unsafe { Arc::decrement_strong_count(self.inner) };
         }
     }
 
@@ -318,7 +318,8 @@ impl Timer {
     pub fn cancel(self) -> Stop {
         let shard = self.shard();
         let outcome = self.inner().cancel(self.id);
-        self.uncount(shard);
+        // Released: only the count is left, without `Drop`'s release.
+        std::mem::ManuallyDrop::new(self).uncount(shard);
         outcome
     }
 
@@ -384,7 +385,8 @@ impl Timer {
     pub fn forget(self) {
         let shard = self.shard();
         self.inner().detach(self.id);
-        self.uncount(shard);
+        // Detached: only the count is left, without `Drop`'s release.
+        std::mem::ManuallyDrop::new(self).uncount(shard);
     }
 }
 
@@ -393,10 +395,7 @@ impl Drop for Timer {
     fn drop(&mut self) {
         let shard = self.shard();
         self.inner().release(self.id);
-        // A bitwise copy that `uncount` consumes without dropping; `self`
-        // is not used again.
-        // SAFETY: `self` is being dropped and is not read after this.
-        Timer::uncount(unsafe { std::ptr::read(self) }, shard);
+        self.uncount(shard);
     }
 }
 

@@ -48,9 +48,9 @@
 //! the estimate off for the rest of the process. Elsewhere, and until the
 //! rate is calibrated (the first few milliseconds), the real clock is read.
 //!
-//! Tests: `tests::the_estimate_is_never_behind_the_clock_on_any_thread`
-//! (many threads, each estimate checked against clock readings before it),
-//! `tests::the_estimate_runs_ahead_by_microseconds_at_most`.
+//! Test: `tests::the_estimate_is_never_behind_the_clock_on_any_thread`
+//! (several threads, each estimate checked against a clock reading before
+//! it and one after it).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -107,9 +107,7 @@ pub(crate) fn deadline_nanos(real: fn() -> u64) -> u64 {
             let (anchor_tsc, anchor_nanos) = ANCHOR.with(Cell::get);
             let age = tsc.wrapping_sub(anchor_tsc);
             if age < max_age {
-                let rate = RATE.load(Ordering::Relaxed);
-                // age < 2^32 ticks at any real rate (1 ms), rate < 2^32.
-                return anchor_nanos + ((age * rate) >> 32) + SLACK_NANOS;
+                return estimate(anchor_nanos, age, RATE.load(Ordering::Relaxed));
             }
         }
         refresh(real)
@@ -128,12 +126,7 @@ fn refresh(real: fn() -> u64) -> u64 {
         return real();
     }
     if state == UNKNOWN {
-        let usable = std::env::var_os("TICKWHEEL_TSC").is_none_or(|v| v != "0")
-            && std::fs::read_to_string(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-            )
-            .is_ok_and(|source| source.trim() == "tsc");
-        let decided = if usable { USABLE } else { OFF };
+        let decided = if usable() { USABLE } else { OFF };
         let _ = STATE.compare_exchange(UNKNOWN, decided, Ordering::AcqRel, Ordering::Acquire);
         return refresh(real);
     }
@@ -146,10 +139,7 @@ fn refresh(real: fn() -> u64) -> u64 {
         let (anchor_tsc, anchor_nanos) = ANCHOR.with(Cell::get);
         if anchor_tsc != 0 && tsc >= anchor_tsc {
             let rate = RATE.load(Ordering::Relaxed);
-            let estimate = u128::from(anchor_nanos)
-                + ((u128::from(tsc - anchor_tsc) * u128::from(rate)) >> 32)
-                + u128::from(SLACK_NANOS);
-            if estimate < u128::from(before) {
+            if estimate(anchor_nanos, tsc - anchor_tsc, rate) < before {
                 MAX_AGE_TICKS.store(0, Ordering::Release);
                 STATE.store(OFF, Ordering::Release);
                 return after;
@@ -161,6 +151,28 @@ fn refresh(real: fn() -> u64) -> u64 {
         calibrate(state, tsc, before, after);
     }
     after
+}
+
+/// The estimate for a counter `age` ticks after an anchor read at
+/// `anchor_nanos`, `rate` nanoseconds per tick (32.32).
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+#[inline]
+fn estimate(anchor_nanos: u64, age: u64, rate: u64) -> u64 {
+    // A 64 x 64 -> 128-bit product (one `mul`): any age fits, the refresh
+    // checks anchors a thread set long ago too; nanoseconds since boot stay
+    // far below 2^64.
+    anchor_nanos + ((u128::from(age) * u128::from(rate)) >> 32) as u64 + SLACK_NANOS
+}
+
+/// Whether the counter may stand in for the clock here: the kernel's clock
+/// source is `tsc`, and `TICKWHEEL_TSC=0` is not set.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+fn usable() -> bool {
+    std::env::var_os("TICKWHEEL_TSC").is_none_or(|v| v != "0")
+        && std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .is_ok_and(|source| source.trim() == "tsc")
 }
 
 /// Records the first bracketed reading, or, once one is old enough,
@@ -241,23 +253,7 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    fn real() -> u64 {
-        let mut now = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid, writable `timespec`.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-        (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
-    }
-
-    fn tsc_is_the_clock_source() -> bool {
-        std::env::var_os("TICKWHEEL_TSC").is_none_or(|v| v != "0")
-            && std::fs::read_to_string(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-            )
-            .is_ok_and(|source| source.trim() == "tsc")
-    }
+    use crate::service::clock::monotonic_nanos as real;
 
     /// CONTRACT 1 for the estimate: on several threads at once, through
     /// calibration and many anchor refreshes, no estimate is below a clock
@@ -294,7 +290,7 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
-        if tsc_is_the_clock_source() {
+        if usable() {
             let began = Instant::now();
             while STATE.load(Ordering::Acquire) != READY && began.elapsed() < Duration::from_secs(2)
             {
