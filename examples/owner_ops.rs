@@ -17,11 +17,15 @@
 //! `service_vs_tokio/nonowner_start_cancel`. The last argument is the thread
 //! count.
 //!
+//! `cross-stop` is START on the owner and STOP on another owner's thread
+//! (`service_vs_tokio/cross_stop/tickwheel-embedded/2`).
+//!
 //! ```sh
 //! cargo run --release --example owner_ops -- start-cancel 1000000
 //! cargo run --release --example owner_ops -- start-cancel-capture16 1000000
 //! cargo run --release --example owner_ops -- restart 500000
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
+//! cargo run --release --example owner_ops -- cross-stop 2000000
 //! ```
 
 use std::hint::black_box;
@@ -37,6 +41,10 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage("the operation count must be a positive integer"),
     };
+    if mode == "cross-stop" {
+        cross_stop(ops);
+        return;
+    }
     if mode == "remote-start-cancel" {
         let threads: usize = match args.next().map(|n| n.parse()) {
             None => 1,
@@ -102,7 +110,7 @@ fn main() {
             report(&mode, ops, begin);
             return;
         }
-        _ => usage("mode: start-cancel | restart | remote-start-cancel"),
+        _ => usage("mode: start-cancel | restart | remote-start-cancel | cross-stop"),
     }
     report(&mode, ops, begin);
 }
@@ -146,12 +154,80 @@ fn remote_start_cancel(ops: u64, threads: usize) {
     );
 }
 
+/// Two threads, each owning one shard of an embedded service: each starts
+/// batches of 256 timers on its own shard, hands each batch to the other
+/// thread and stops the batches handed to it (four in flight per thread),
+/// polling once a batch: every STOP comes from the thread that does not own
+/// the timer. The shape of `service_vs_tokio/cross_stop/tickwheel-embedded/2`,
+/// in one long run to alternate against another build; reports wall time per
+/// START + STOP pair per thread.
+fn cross_stop(ops: u64) {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    const BATCH: usize = 256;
+    const DEPTH: usize = 4;
+    let service = TimerService::builder()
+        .shards(2)
+        .driver(Driver::Embedded)
+        .build()
+        .expect("an embedded service");
+    let mail: [Mutex<VecDeque<Vec<tickwheel::Timer>>>; 2] = Default::default();
+    let rounds = ops.div_ceil(BATCH as u64);
+    let start = std::sync::Barrier::new(3);
+    let begin = std::thread::scope(|scope| {
+        for t in 0..2 {
+            let (service, start, mail) = (&service, &start, &mail);
+            scope.spawn(move || {
+                let mut guard = service.claim_shard(t).expect("shard is free");
+                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ t as u64;
+                let mut batch = || -> Vec<_> {
+                    (0..BATCH)
+                        .map(|_| {
+                            rng ^= rng << 13;
+                            rng ^= rng >> 7;
+                            rng ^= rng << 17;
+                            let delay = Duration::from_millis(1 + rng % 1000);
+                            service.start(delay, |_| {}).expect("running service")
+                        })
+                        .collect()
+                };
+                for _ in 0..DEPTH {
+                    let first = batch();
+                    mail[1 - t].lock().unwrap().push_back(first);
+                }
+                start.wait();
+                for _ in 0..rounds {
+                    let next = batch();
+                    mail[1 - t].lock().unwrap().push_back(next);
+                    let mine = loop {
+                        if let Some(mine) = mail[t].lock().unwrap().pop_front() {
+                            break mine;
+                        }
+                        std::thread::yield_now();
+                    };
+                    for timer in mine {
+                        black_box(timer.cancel());
+                    }
+                    black_box(guard.poll().expect("owner"));
+                }
+                start.wait();
+                mail[t].lock().unwrap().clear();
+            });
+        }
+        start.wait();
+        let begin = Instant::now();
+        start.wait();
+        begin
+    });
+    report("cross-stop, 2 threads", rounds * BATCH as u64, begin);
+}
+
 fn report(mode: &str, ops: u64, begin: Instant) {
     let nanos = begin.elapsed().as_nanos() as f64 / ops as f64;
     println!("{mode}: {ops} operations, {nanos:.1} ns each");
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel] [operations] [threads]");
+    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel | cross-stop] [operations] [threads]");
     std::process::exit(2);
 }

@@ -523,6 +523,78 @@ fn last_handle_vs_new_handle_vs_service_drop() {
     });
 }
 
+/// Handles are counted on the counting shard of the thread that makes or
+/// drops them, not on their timer's (`handles.rs`): here a handle counted
+/// made on shard 0 (its owner started it) is dropped by the owner of shard
+/// 1, counted there, while the last `TimerService` goes on a third thread
+/// and shutdown folds both shards' counts into one total. The service must
+/// be freed exactly once, after that drop: loom reports a leaked `Arc` if a
+/// count is lost (with the fold reading a counter by a load before setting
+/// its `SHUT`, the drop can fall between the two and be missed: the model
+/// fails with the service leaked), and the probe sees the callback dropped
+/// once.
+#[test]
+fn handles_counted_on_two_shards_vs_shutdown() {
+    model("handles_counted_on_two_shards_vs_shutdown", || {
+        let service = TimerService::builder()
+            .shards(2)
+            .tick(TICK)
+            .driver(Driver::Embedded)
+            .clock(Clock::Manual(ManualClock::new()))
+            .build()
+            .unwrap();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = {
+            let _owner = service.claim_shard(0).unwrap();
+            service.start(TICK * 5, counting_callback(&probe)).unwrap()
+        };
+        let stopper = {
+            let service = service.clone();
+            thread::spawn(move || {
+                let _owner = service.claim_shard(1).unwrap();
+                drop(service);
+                // Cancelled, or Inactive when the shutdown sweep got there
+                // first; counted gone on shard 1.
+                assert!(matches!(timer.cancel(), Stop::Cancelled | Stop::Inactive));
+            })
+        };
+        drop(service);
+        stopper.join().unwrap();
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(probe.drops.load(SeqCst), 1, "the callback dropped once");
+    });
+}
+
+/// A handle made while shutdown folds the counts (its START got past the
+/// shutdown check first) and dropped after the fold. While the fold runs the
+/// total must not pass through 0 -> 1, or that make takes a strong count of
+/// the service besides the one shutdown holds for the handles, and the
+/// handle's drop gives back only one of them: with the fold's `FOLDING`
+/// bias set to 0 the model fails with the service leaked.
+#[test]
+fn handle_made_during_the_fold() {
+    model("handle_made_during_the_fold", || {
+        let service = TimerService::builder()
+            .shards(1)
+            .tick(TICK)
+            .driver(Driver::Embedded)
+            .clock(Clock::Manual(ManualClock::new()))
+            .build()
+            .unwrap();
+        let starter = {
+            let service = service.clone();
+            thread::spawn(move || service.start(TICK * 5, |_| {}).ok())
+        };
+        // Shut down explicitly: the starter's clone keeps the service until
+        // its START is done, so dropping ours would never shut down during it.
+        service.shutdown();
+        drop(service);
+        if let Some(timer) = starter.join().unwrap() {
+            assert_eq!(timer.stop(), Stop::Inactive, "swept at shutdown");
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------
 // The owner's sleep/wake handshake (CONTRACT 13, 19 and 21): a sleeping
 // owner must learn of work queued for it, and be woken at most once a sleep.

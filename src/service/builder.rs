@@ -158,6 +158,7 @@ impl Builder {
             shut_down: AtomicBool::new(false),
             spread: AtomicUsize::new(0),
             drivers: DriverThreads::new(shards),
+            handles: super::handles::HandleCounts::new(shards),
             tag: super::tag::acquire(),
         });
         if let Driver::Threads { pin } = self.driver {

@@ -41,8 +41,10 @@
 //!   thread that has claimed the shard ([`ShardGuard`] or a driver thread).
 //!   The wheel is intrusive (`links.rs`): its entries are the slots.
 //! * A **handle** ([`Timer`]) is an id plus a pointer to the service, kept
-//!   alive by a count of handles per shard (`timer.rs`), so per-core use
-//!   writes no cache line shared with other cores.
+//!   alive by counts of handles that each thread writes on its own shard's
+//!   line (`handles.rs`), so per-core use writes no cache line shared with
+//!   other cores, and neither does a handle made on one core and dropped on
+//!   another.
 //!
 //! # Time
 //!
@@ -66,6 +68,7 @@ mod clock;
 mod config;
 mod driver;
 mod expiry;
+mod handles;
 mod links;
 mod remote;
 mod shard;
@@ -234,6 +237,8 @@ pub(crate) struct Inner {
     shut_down: AtomicBool,
     spread: AtomicUsize,
     pub(crate) drivers: driver::DriverThreads,
+    /// Counts of live `Timer` handles (`handles.rs`).
+    pub(crate) handles: handles::HandleCounts,
     /// This service's tag in every id it hands out (see `tag.rs`).
     pub(crate) tag: u8,
 }
@@ -272,6 +277,7 @@ impl TimerService {
         // The common START (a one-shot delay on the caller's shard) skips
         // the spec's checks and dispatch: `plan_after`.
         let arming = self.inner.plan_after(delay)?;
+        // The shard `plan_after` chose is this thread's counting shard.
         let shard = arming.shard;
         let callback = callback::new(callback, 0, false);
         let id = self.inner.arm(arming, callback);
@@ -454,7 +460,9 @@ impl Inner {
 
     /// Which shard a new timer goes to: the caller's own shard if it owns one,
     /// else a shard fixed per calling thread (spread round-robin), so one
-    /// thread's timers stay together.
+    /// thread's timers stay together. Also the shard whose handle counters
+    /// this thread writes (`handles.rs`).
+    #[inline]
     fn choose_shard(&self) -> usize {
         let (service, shard) = OWNED_SHARD.with(|owned| owned.get());
         if service == self.address() {
@@ -477,8 +485,8 @@ impl Inner {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        let (id, shard) = inner.start_on(spec, callback)?;
-        Ok(Timer::new(inner, id, shard))
+        let (id, _) = inner.start_on(spec, callback)?;
+        Ok(Timer::new(inner, id, inner.choose_shard()))
     }
 
     /// START: check the spec, make the callback (with the period, if any;
@@ -1285,17 +1293,15 @@ impl Inner {
         if inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        // From now on, each shard's handles keep the service alive
-        // themselves (see `Timer::new`).
-        for shard in inner.shards.iter() {
-            // SAFETY: `inner` is a live `Arc`.
-            unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
-            if shard.handles.fetch_or(timer::SHUT, Ordering::AcqRel) == 0 {
-                // No handles: give the count straight back (`inner` still
-                // holds one of its own).
-                // SAFETY: taken just above.
-                unsafe { Arc::decrement_strong_count(Arc::as_ptr(inner)) };
-            }
+        // From now on the handles keep the service alive themselves: one
+        // strong count while any is live (`handles.rs`).
+        // SAFETY: `inner` is a live `Arc`.
+        unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
+        if inner.handles.fold() {
+            // No handles: give the count straight back (`inner` still holds
+            // one of its own).
+            // SAFETY: taken just above.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(inner)) };
         }
         inner.drivers.stop_all(&inner.config, inner.shards.len());
         for (index, shard) in inner.shards.iter().enumerate() {

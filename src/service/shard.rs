@@ -56,10 +56,6 @@ pub(crate) struct Shard {
     polling: AtomicBool,
     core: UnsafeCell<ShardCore>,
     pub(crate) counters: ShardCounters,
-    /// `Timer` handles alive for this shard's timers, plus `timer::SHUT` once
-    /// shutdown has begun; while both, the shard holds one strong count of
-    /// the service for them (see `Timer::new`).
-    pub(crate) handles: CachePadded<AtomicUsize>,
     /// The highest clock reading used for this shard (see `clock.rs`).
     pub(crate) clock_mark: CachePadded<std::sync::atomic::AtomicU64>,
 }
@@ -251,7 +247,6 @@ impl Shard {
                 borrowed: NIL,
             }),
             counters: ShardCounters::default(),
-            handles: CachePadded::new(AtomicUsize::new(0)),
             clock_mark: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }

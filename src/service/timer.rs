@@ -5,10 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::Inner;
-
-/// Set in a shard's handle count once shutdown has begun (see [`Timer::new`]).
-pub(crate) const SHUT: usize = 1 << (usize::BITS - 1);
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use crate::TimerError;
 
 /// A plain 64-bit name for one timer of one service:
@@ -205,12 +202,10 @@ impl TimerSpec {
 /// ```
 #[must_use = "dropping a Timer stops its timer; keep it, or call `forget()` to let the timer run without a handle"]
 pub struct Timer {
-    /// The service. Kept alive by the count of handles on `shard` (see
-    /// [`Timer::new`]), not by a reference count of its own.
+    /// The service. Kept alive by the count of live handles (`handles.rs`),
+    /// not by a reference count of its own.
     inner: *const Inner,
-    /// Never the zero id: a handle always names its timer until it goes
-    /// (its shard is read from the slot when the handle goes, which keeps
-    /// the handle at 16 bytes).
+    /// Never the zero id: a handle always names its timer until it goes.
     id: TimerId,
 }
 
@@ -221,35 +216,13 @@ unsafe impl Send for Timer {}
 unsafe impl Sync for Timer {}
 
 impl Timer {
-    /// A handle for timer `id`, started on `shard`.
-    ///
-    /// # Why not an `Arc<Inner>` per handle
-    ///
-    /// Cloning an `Arc` per START and dropping it per handle makes every
-    /// thread that starts or drops timers write one shared reference count:
-    /// on a per-core server, two cores that share no timer would still bounce
-    /// that cache line on every timer. Instead each shard counts its live
-    /// handles on a cache line of its own (`Shard::handles`), and the count
-    /// keeps the service alive only once it needs to:
-    ///
-    /// * Until shutdown begins, some `TimerService` (or the C service object)
-    ///   holds the service, so a handle needs nothing more than its count.
-    /// * Shutdown (run while the last `TimerService` still holds its `Arc`)
-    ///   sets `SHUT` in every shard's count, and a shard whose count is then
-    ///   above zero keeps one strong count of the service for its handles.
-    ///   After that, a count going 0 -> 1 takes a strong count and 1 -> 0
-    ///   gives it back.
-    ///
-    /// All three decisions are made by one RMW each on the same word (this
-    /// `fetch_add`, the drop's `fetch_sub`, shutdown's `fetch_or`), so they
-    /// are totally ordered: "the shard holds a strong count" is exactly "SHUT
-    /// is set and the count is above zero", whatever the interleaving (loom
-    /// model `last_handle_vs_new_handle_vs_service_drop`). Per-core use
-    /// therefore touches only its own shard's line, at the cost of two RMWs
-    /// per timer.
+    /// A handle for timer `id`, counted made on shard `count_on`'s counter
+    /// (why a handle holds no `Arc`, and how it is counted: `handles.rs`).
+    /// Any shard counts right; the calling thread's counting shard
+    /// (`Inner::choose_shard`) keeps the counter's line on this core.
     #[inline]
-    pub(crate) fn new(inner: &Arc<Inner>, id: TimerId, shard: usize) -> Timer {
-        if inner.shards[shard].handles.fetch_add(1, Ordering::AcqRel) == SHUT {
+    pub(crate) fn new(inner: &Arc<Inner>, id: TimerId, count_on: usize) -> Timer {
+        if inner.handles.made(count_on) {
             // SAFETY: `inner` is a live `Arc`, so its pointer is valid and
             // its strong count is at least 1.
             unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
@@ -263,31 +236,17 @@ impl Timer {
         }
     }
 
-    /// The shard this handle is counted on: its slot's, which stays put
-    /// while the handle holds the timer (a slot changes shards only once
-    /// freed, and starts are refused after shutdown, whose sweep may free
-    /// it).
+    /// Counts this handle gone, after the timer has been released: the last
+    /// thing a handle does (`Drop`, or `cancel` and `forget`, which do not
+    /// run `Drop`). On this thread's counting shard, whichever counted it
+    /// made (`handles.rs`).
     #[inline]
-    fn shard(&self) -> usize {
-        // SAFETY: the id was handed out for an allocated slot of this
-        // service, which this handle keeps alive.
-        let slot = unsafe { self.inner().arena.get_allocated(self.id.index()) };
-        usize::from(slot.shard.load(Ordering::Relaxed))
-    }
-
-    /// Takes this handle off its shard's count, after the timer has been
-    /// released: the last thing a handle does (`Drop`, or `cancel` and
-    /// `forget`, which do not run `Drop`).
-    #[inline]
-    fn uncount(&self, shard: usize) {
-        if self.inner().shards[shard]
-            .handles
-            .fetch_sub(1, Ordering::AcqRel)
-            == SHUT | 1
-        {
-            // SAFETY: this was the shard's last handle after shutdown, so the
-            // shard gives back the strong count it held for its handles
-            // (`Timer::new`). `inner` is not used after this.
+    fn uncount(&self) {
+        let inner = self.inner();
+        if inner.handles.dropped(inner.choose_shard()) {
+            // SAFETY: this was the last handle after shutdown, so it gives
+            // back the strong count the handles held (`handles.rs`).
+            // `inner` is not used after this.
             unsafe { Arc::decrement_strong_count(self.inner) };
         }
     }
@@ -316,10 +275,9 @@ impl Timer {
     /// work. Returns what `stop` would have.
     #[inline]
     pub fn cancel(self) -> Stop {
-        let shard = self.shard();
         let outcome = self.inner().cancel(self.id);
         // Released: only the count is left, without `Drop`'s release.
-        std::mem::ManuallyDrop::new(self).uncount(shard);
+        std::mem::ManuallyDrop::new(self).uncount();
         outcome
     }
 
@@ -383,19 +341,17 @@ impl Timer {
     /// fires once and is then freed; a periodic one runs until the service
     /// shuts down. The id is stale from now on.
     pub fn forget(self) {
-        let shard = self.shard();
         self.inner().detach(self.id);
         // Detached: only the count is left, without `Drop`'s release.
-        std::mem::ManuallyDrop::new(self).uncount(shard);
+        std::mem::ManuallyDrop::new(self).uncount();
     }
 }
 
 impl Drop for Timer {
     #[inline]
     fn drop(&mut self) {
-        let shard = self.shard();
         self.inner().release(self.id);
-        self.uncount(shard);
+        self.uncount();
     }
 }
 
