@@ -1215,27 +1215,38 @@ impl Inner {
         if let Some((slot, word)) = self.live(id) {
             let shard = usize::from(slot.shard.load(Ordering::Relaxed));
             if word.is_armed() && !word.is(RUNNING) {
-                if !word.is(QUEUED) {
-                    if self.owns(shard) {
-                        // SAFETY: this thread holds the shard's claim
-                        // (`owns`), with no reference into its core while
-                        // user code runs; `slot` is `id`'s, of that shard
-                        // (its word, read after the shard field was
-                        // published, names `id`'s incarnation, and the CAS
-                        // inside fails if that changed).
-                        if unsafe { self.shards[shard].cancel_owned(self, slot, id.index(), word) }
-                        {
-                            return Stop::Cancelled;
-                        }
+                if self.owns(shard) {
+                    // SAFETY: this thread holds the shard's claim (`owns`),
+                    // with no reference into its core while user code runs;
+                    // `slot` is `id`'s, of that shard (its word, read after
+                    // the shard field was published, names `id`'s
+                    // incarnation, and the CAS inside fails if that
+                    // changed).
+                    if !word.is(QUEUED)
+                        && unsafe { self.shards[shard].cancel_owned(self, slot, id.index(), word) }
+                    {
+                        return Stop::Cancelled;
                     }
-                } else if !self.owns(shard) {
-                    // A queued timer (typically this thread's own START,
-                    // not yet taken in) cancelled from outside its shard:
-                    // what `drop_handle` does for that word, without its
-                    // generic decision (`owner_ops remote-start-cancel`).
-                    let new = word.without(HANDLE).with_arm(CANCELLED).next_seq();
+                } else {
+                    // Cancelled from outside its shard: what `drop_handle`
+                    // does for an armed word, without its generic decision
+                    // and second lookup of the slot. The CAS that stops it
+                    // queues the slot for its owner unless it is queued
+                    // already (typically this thread's own START, not yet
+                    // taken in: `owner_ops remote-start-cancel`; else a
+                    // timer of another owner: `owner_ops cross-stop`).
+                    let new = word
+                        .without(HANDLE)
+                        .with_arm(CANCELLED)
+                        .next_seq()
+                        .with(QUEUED);
                     if slot.cas(word, new).is_ok() {
-                        if self.stopped_while_queued(shard, id.index(), new) {
+                        let wake = if word.is(QUEUED) {
+                            self.stopped_while_queued(shard, id.index(), new)
+                        } else {
+                            self.shards[shard].push_stop(id.index(), slot)
+                        };
+                        if wake {
                             self.wake(shard);
                         }
                         return Stop::Cancelled;

@@ -80,7 +80,7 @@ use crossbeam_utils::CachePadded;
 
 pub(crate) use super::arena::NIL;
 use super::arena::{Arena, Slot};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// What the owner is asked to do about slot `(index, gen)`: the restart a
 /// proxy carries, or (built by the thread that made it) an operation a
@@ -128,6 +128,15 @@ pub(crate) struct Arm {
     pub(crate) deadline: u64,
 }
 
+/// Remotely stopped timers a remote queue may hold, beyond a third of what
+/// its owner's wheel holds, before a sleeping owner is woken to reclaim
+/// them: see [`RemoteQueue::reclaim_due`]. Under loom and shuttle every
+/// remote stop makes reclaim due, so that the models reach the wake.
+#[cfg(not(any(loom, shuttle)))]
+const RECLAIM_MIN: u32 = 64;
+#[cfg(any(loom, shuttle))]
+const RECLAIM_MIN: u32 = 0;
+
 /// The queue's word when it is empty: no head, a count of 0.
 const EMPTY: u64 = NIL as u64;
 
@@ -139,7 +148,9 @@ pub(crate) struct RemoteQueue {
     line: CachePadded<Words>,
 }
 
-/// The queue's two words share one cache line: a pusher writes both.
+/// The queue's words share one cache line: a pusher writes the first two
+/// and a stopper reads the third, all on the line its push brought to its
+/// core.
 struct Words {
     word: AtomicU64,
     /// The earliest tick by which some entry queued since the owner last
@@ -148,6 +159,12 @@ struct Words {
     /// START due in an hour, a STOP before the reclaim bound) does not stop
     /// it from sleeping: see [`needed_before`](RemoteQueue::needed_before).
     need: AtomicU64,
+    /// How many queued entries make reclaim due (see
+    /// [`reclaim_due`](RemoteQueue::reclaim_due)), as of the owner's last
+    /// poll. Here rather than beside the owner's counters, which it writes
+    /// on every START and free: a stopper reading it there moved that line
+    /// to its core and back on every remote STOP.
+    reclaim_above: AtomicU32,
 }
 
 const fn head(word: u64) -> u32 {
@@ -164,6 +181,7 @@ impl RemoteQueue {
             line: CachePadded::new(Words {
                 word: AtomicU64::new(EMPTY),
                 need: AtomicU64::new(u64::MAX),
+                reclaim_above: AtomicU32::new(RECLAIM_MIN),
             }),
         }
     }
@@ -192,6 +210,26 @@ impl RemoteQueue {
                 Err(actual) => old = actual,
             }
         }
+    }
+
+    /// Owner side (at the end of a poll, or of a helper's operation): its
+    /// wheel holds `linked` entries. Relaxed: a hint for the stoppers'
+    /// wake decision, not for what they may touch.
+    pub(crate) fn set_linked(&self, linked: usize) {
+        let above = u64::from(RECLAIM_MIN) + linked as u64 / 3;
+        self.line
+            .reclaim_above
+            .store(above.min(u64::from(u32::MAX)) as u32, Ordering::Relaxed);
+    }
+
+    /// Whether `queued` stopped timers waiting on this queue call for their
+    /// owner now: past a third of the entries its wheel held at its last
+    /// poll, plus `RECLAIM_MIN`. That keeps the stopped ones at most half
+    /// the live ones (plus `1.5 * RECLAIM_MIN`) while the owner sleeps, so
+    /// slots stay within 1.5 times the armed timers plus a constant per
+    /// shard (CONTRACT 13).
+    pub(crate) fn reclaim_due(&self, queued: u32) -> bool {
+        queued > self.line.reclaim_above.load(Ordering::Relaxed)
     }
 
     /// How many slots are queued.

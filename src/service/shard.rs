@@ -134,24 +134,6 @@ const ROTATION: usize = 64;
 #[cfg(any(loom, shuttle))]
 const ROTATION: usize = 0;
 
-/// Remotely stopped timers a shard's remote queue may hold, beyond a third
-/// of what its wheel holds, before a sleeping owner is woken to reclaim
-/// them: see [`Shard::push_stop`]. Under loom and shuttle every remote
-/// stop makes reclaim due, so that the models reach the wake.
-#[cfg(not(any(loom, shuttle)))]
-const RECLAIM_MIN: u32 = 64;
-#[cfg(any(loom, shuttle))]
-const RECLAIM_MIN: u32 = 0;
-
-/// Whether `queued` stopped timers waiting among `linked` linked entries
-/// call for their owner now: past `linked / 3 + RECLAIM_MIN`, which keeps
-/// the stopped ones at most half the live ones (plus `1.5 * RECLAIM_MIN`)
-/// while the owner sleeps, so slots stay within 1.5 times the armed timers
-/// plus a constant per shard (CONTRACT 13).
-fn reclaim_due(queued: u32, linked: u64) -> bool {
-    u64::from(queued) > u64::from(RECLAIM_MIN) + linked / 3
-}
-
 /// A revived START waiting for entry `after` of the remote queue (see
 /// `Inner::revive`).
 struct Deferred {
@@ -362,6 +344,7 @@ impl Shard {
         // SAFETY: forwarded.
         let linked = unsafe { self.core(|core| core.linked) };
         self.counters.armed.set(linked as u64);
+        self.remote.set_linked(linked);
         if let Some(deadline) = linked_at {
             if deadline < self.counters.next_due_tick.get() {
                 self.counters.next_due_tick.set(deadline);
@@ -462,11 +445,11 @@ impl Shard {
     /// released) a timer of this shard, and its CAS set the slot's `QUEUED`
     /// bit: queues the slot for the owner (see `remote.rs`). Returns `true`
     /// if the caller must wake the owner: only when the queued entries pass
-    /// the reclaim bound, judged on `counters.armed` (the linked entries as
-    /// of the owner's last poll), and only if its wake claim wins.
+    /// the reclaim bound (`RemoteQueue::reclaim_due`, as of the owner's last
+    /// poll), and only if its wake claim wins.
     pub(crate) fn push_stop(&self, index: u32, slot: &Slot) -> bool {
         let queued = self.remote.push(index, slot);
-        reclaim_due(queued, self.counters.armed.get()) && self.queued_for(0)
+        self.remote.reclaim_due(queued) && self.queued_for(0)
     }
 
     /// Producer side, once its entry is queued (pushed, or a queued slot
@@ -482,7 +465,7 @@ impl Shard {
     /// [`push_stop`](Self::push_stop) for a STOP whose slot was queued
     /// already: should this thread wake the owner?
     pub(crate) fn stop_wake_due(&self) -> bool {
-        reclaim_due(self.remote.len(), self.counters.armed.get()) && self.queued_for(0)
+        self.remote.reclaim_due(self.remote.len()) && self.queued_for(0)
     }
 
     /// Shutdown: empties the remote queue without applying it (the sweep
@@ -758,6 +741,7 @@ impl Shard {
             })
         };
         self.counters.armed.set(armed as u64);
+        self.remote.set_linked(armed);
         self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
         next
     }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
+
 use super::Inner;
 // Plain std atomics even under loom: statistics take no part in any protocol,
 // and modelling every counter update would only multiply loom's branches.
@@ -79,8 +81,10 @@ pub(crate) struct ShardCounters {
     /// cold path).
     pub(crate) held_back: AtomicU64,
     /// Slots other threads reused in place for a START (`Inner::revive`):
-    /// freed and taken again without the owner.
-    pub(crate) revived: AtomicU64,
+    /// freed and taken again without the owner. On a line of its own: other
+    /// threads write it on every revived START, the owner the rest of these
+    /// on every START and free.
+    pub(crate) revived: CachePadded<AtomicU64>,
     /// The tick by which the owner must next poll, as of its last poll
     /// (`u64::MAX`: nothing armed), for the waiting part of `lateness_max`.
     pub(crate) next_due_tick: OwnerCounter,
@@ -97,7 +101,7 @@ impl Default for ShardCounters {
             max_lateness: OwnerCounter::default(),
             lateness: std::array::from_fn(|_| OwnerCounter::default()),
             held_back: AtomicU64::new(0),
-            revived: AtomicU64::new(0),
+            revived: CachePadded::new(AtomicU64::new(0)),
             next_due_tick: OwnerCounter(AtomicU64::new(u64::MAX)),
         }
     }
