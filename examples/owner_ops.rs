@@ -160,7 +160,11 @@ fn remote_start_cancel(ops: u64, threads: usize) {
 /// polling once a batch: every STOP comes from the thread that does not own
 /// the timer. The shape of `service_vs_tokio/cross_stop/tickwheel-embedded/2`,
 /// in one long run to alternate against another build; reports wall time per
-/// START + STOP pair per thread.
+/// START + STOP pair per thread, and how often a thread found no batch
+/// waiting for it (many: the threads did not keep pace with each other; on
+/// this 2-core guest the same binary runs in two modes, with every phase,
+/// the purely local START included, twice as slow in one of them, and the
+/// waits tens of times per round).
 fn cross_stop(ops: u64) {
     use std::collections::VecDeque;
     use std::sync::Mutex;
@@ -174,9 +178,10 @@ fn cross_stop(ops: u64) {
     let mail: [Mutex<VecDeque<Vec<tickwheel::Timer>>>; 2] = Default::default();
     let rounds = ops.div_ceil(BATCH as u64);
     let start = std::sync::Barrier::new(3);
+    let waits = std::sync::atomic::AtomicU64::new(0);
     let begin = std::thread::scope(|scope| {
         for t in 0..2 {
-            let (service, start, mail) = (&service, &start, &mail);
+            let (service, start, mail, waits) = (&service, &start, &mail, &waits);
             scope.spawn(move || {
                 let mut guard = service.claim_shard(t).expect("shard is free");
                 let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ t as u64;
@@ -203,6 +208,7 @@ fn cross_stop(ops: u64) {
                         if let Some(mine) = mail[t].lock().unwrap().pop_front() {
                             break mine;
                         }
+                        waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         std::thread::yield_now();
                     };
                     for timer in mine {
@@ -220,6 +226,10 @@ fn cross_stop(ops: u64) {
         begin
     });
     report("cross-stop, 2 threads", rounds * BATCH as u64, begin);
+    println!(
+        "  a thread found its mailbox empty {} times in {rounds} rounds",
+        waits.into_inner()
+    );
 }
 
 fn report(mode: &str, ops: u64, begin: Instant) {
