@@ -977,7 +977,7 @@ impl Shard {
         unsafe {
             let linked = is_linked(slot);
             self.core(|core| {
-                let mut nodes = SlotNodes::new(&inner.arena);
+                let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
                 let now = core.wheel.now();
                 let deadline = if arm.deadline < now {
                     rounding = 0;
@@ -996,15 +996,16 @@ impl Shard {
         }
     }
 
-    /// Takes a linked slot out of the wheel.
+    /// Takes linked slot `index` (`slot`) out of the wheel.
     ///
     /// # Safety
-    /// The caller owns the shard and the slot is linked.
-    unsafe fn unlink(&self, inner: &Inner, index: u32) {
+    /// The caller owns the shard, the slot is linked, and `slot` is slot
+    /// `index`.
+    unsafe fn unlink(&self, inner: &Inner, slot: &Slot, index: u32) {
         // SAFETY: forwarded.
         unsafe {
             self.core(|core| {
-                let mut nodes = SlotNodes::new(&inner.arena);
+                let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
                 core.wheel.unlink(&mut nodes, index);
                 core.linked -= 1;
             });
@@ -1026,7 +1027,7 @@ impl Shard {
         };
         if stale {
             // SAFETY: as above; the slot is linked.
-            unsafe { self.unlink(inner, index) };
+            unsafe { self.unlink(inner, slot, index) };
         }
         if !word.is_reclaimable() {
             return;
@@ -1079,7 +1080,7 @@ impl Shard {
         // free list yet, so it is this thread's alone.
         unsafe {
             if is_linked(slot) {
-                self.unlink(inner, index);
+                self.unlink(inner, slot, index);
             }
             self.recycle(inner, slot, index, word.gen());
         }
