@@ -101,8 +101,11 @@ struct VTable {
     /// The argument is the buffer of a live `Callback` made with this vtable.
     fire: unsafe fn(*mut u8, &mut Expiry<'_>),
     period: unsafe fn(*mut u8) -> (u64, bool),
-    /// The value is not used again.
-    drop: unsafe fn(*mut u8),
+    /// The value is not used again. `None` for an inline value that needs
+    /// no drop (a closure that captures nothing, or only plain data): its
+    /// end then costs no call (`drop_callback` skips it; an owner's START +
+    /// cancel, `examples/owner_ops.rs` under callgrind).
+    drop: Option<unsafe fn(*mut u8)>,
     /// Kept in the buffer (for the tests).
     #[cfg(all(test, not(loom), not(shuttle)))]
     inline: bool,
@@ -115,14 +118,18 @@ impl<T: Fire> VTables<T> {
     const INLINE: VTable = VTable {
         fire: fire_inline::<T>,
         period: period_inline::<T>,
-        drop: drop_inline::<T>,
+        drop: if std::mem::needs_drop::<T>() {
+            Some(drop_inline::<T>)
+        } else {
+            None
+        },
         #[cfg(all(test, not(loom), not(shuttle)))]
         inline: true,
     };
     const BOXED: VTable = VTable {
         fire: fire_boxed::<T>,
         period: period_boxed::<T>,
-        drop: drop_boxed::<T>,
+        drop: Some(drop_boxed::<T>),
         #[cfg(all(test, not(loom), not(shuttle)))]
         inline: false,
     };
@@ -217,6 +224,13 @@ impl Callback {
         unsafe { (self.vtable.period)(self.buffer.get()) }
     }
 
+    /// Whether dropping the callback runs any code (a boxed value, or an
+    /// inline one with a `Drop` somewhere inside).
+    #[inline]
+    pub(crate) fn needs_drop(&self) -> bool {
+        self.vtable.drop.is_some()
+    }
+
     /// Whether the value is kept in the callback itself (not boxed).
     #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn is_inline(&self) -> bool {
@@ -226,9 +240,11 @@ impl Callback {
 
 impl Drop for Callback {
     fn drop(&mut self) {
-        // SAFETY: as in `fire`; the value is not used again (this is the
-        // callback's end).
-        unsafe { (self.vtable.drop)(self.buffer.get()) }
+        if let Some(drop) = self.vtable.drop {
+            // SAFETY: as in `fire`; the value is not used again (this is the
+            // callback's end).
+            unsafe { drop(self.buffer.get()) }
+        }
     }
 }
 
@@ -311,6 +327,22 @@ mod tests {
         assert!(a.is_inline() && b.is_inline());
         assert_eq!(a.period(), (0, false));
         drop((a, b));
+    }
+
+    /// Only a callback whose end runs code asks for a drop call: plain
+    /// captures kept inline need none, a capture with a `Drop` inside does,
+    /// and so does every boxed callback (its box is freed).
+    #[test]
+    fn only_captures_that_need_dropping_ask_for_a_drop_call() {
+        let (x, y, z) = (1u64, 2u64, 3u64);
+        let arc = Arc::new(5u64);
+        let nothing = new(|_| {}, 0, false);
+        let plain = new(move |_| keep((x, y)), 0, false);
+        let counted = new(move |_| keep((&arc, x)), 0, false);
+        let boxed_plain = new(move |_| keep((x, y, z)), 0, false);
+        assert!(!nothing.needs_drop() && !plain.needs_drop());
+        assert!(counted.is_inline() && counted.needs_drop());
+        assert!(!boxed_plain.is_inline() && boxed_plain.needs_drop());
     }
 
     /// What is kept inline and what is boxed, by size and alignment.

@@ -1390,6 +1390,9 @@ pub(crate) fn drop_callback(inner: &Inner, callback: Option<Callback>, id: Timer
     let Some(callback) = callback else {
         return;
     };
+    if !callback.needs_drop() {
+        return;
+    }
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(callback))) {
         report_panic(inner, id, shard, PanicSite::Drop, payload);
     }
