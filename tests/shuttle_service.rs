@@ -114,6 +114,12 @@ fn config() -> Config {
     config.failure_persistence =
         FailurePersistence::File(Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR"))));
     config.max_steps = MaxSteps::FailAfter(5_000_000);
+    // Shuttle runs each model thread on a coroutine stack of 32 KiB by
+    // default; `Builder::build` makes each shard (its wheel's bucket heads
+    // and padded counter lines, several KiB) on the calling thread's stack
+    // before it moves into the service, which can overflow that (SIGSEGV in
+    // `Shard::new`). Real threads have megabytes.
+    config.stack_size = 256 * 1024;
     config
 }
 
