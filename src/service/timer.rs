@@ -275,7 +275,7 @@ impl Timer {
     /// work. Returns what `stop` would have.
     #[inline]
     pub fn cancel(self) -> Stop {
-        let outcome = self.inner().cancel(self.id);
+        let outcome = self.inner().cancel_held(self.id);
         // Released: only the count is left, without `Drop`'s release.
         std::mem::ManuallyDrop::new(self).uncount();
         outcome
@@ -350,7 +350,7 @@ impl Timer {
 impl Drop for Timer {
     #[inline]
     fn drop(&mut self) {
-        self.inner().release(self.id);
+        self.inner().release_held(self.id);
         self.uncount();
     }
 }
