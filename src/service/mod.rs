@@ -589,8 +589,8 @@ impl Inner {
             // reference into its core is live while user code runs.
             unsafe { self.shards[shard].catch_up(self) };
             // SAFETY: this thread holds the shard's claim (`owns`).
-            let index = unsafe { self.alloc_owned_slot(shard) };
-            let (message, slot) = self.publish(index, arming, callback, false);
+            let (index, slot) = unsafe { self.alloc_owned_slot(shard) };
+            let message = self.publish(index, slot, arming, callback, false);
             // SAFETY: this thread holds the shard's claim (`owns`). The slot
             // was just published by this thread and no other thread has its
             // id yet, so its word is the one `publish` stored: it is linked
@@ -608,7 +608,9 @@ impl Inner {
             Err(callback) => callback,
         };
         let index = self.arena.alloc();
-        let (message, _) = self.publish(index, arming, callback, true);
+        // SAFETY: `alloc` handed it out just now.
+        let slot = unsafe { self.slot(index) };
+        let message = self.publish(index, slot, arming, callback, true);
         self.queue(shard, message, true);
         TimerId::new(message.index, message.gen, self.tag)
     }
@@ -704,26 +706,25 @@ impl Inner {
         Ok(TimerId::new(index, armed.gen(), self.tag))
     }
 
-    /// Fills free slot `index` (just taken from a free list or fresh, so
-    /// this thread's alone) for `arming` and publishes it armed, and
-    /// `QUEUED` if `queued` (the caller then pushes it on the shard's remote
-    /// queue); returns the message that links it, and the slot (an owner
-    /// links it at once).
+    /// Fills free slot `index` (`slot`; just taken from a free list or
+    /// fresh, so this thread's alone) for `arming` and publishes it armed,
+    /// and `QUEUED` if `queued` (the caller then pushes it on the shard's
+    /// remote queue); returns the message that links it (an owner links it
+    /// at once).
     fn publish(
         &self,
         index: u32,
+        slot: &Slot,
         arming: Arming,
         callback: arena::Callback,
         queued: bool,
-    ) -> (Message, &Slot) {
+    ) -> Message {
         let Arming {
             shard,
             deadline,
             rounding,
             ..
         } = arming;
-        // SAFETY: `index` was just allocated by this thread.
-        let slot = unsafe { self.slot(index) };
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
         let armed = free.with_arm(ARMED).with(HANDLE);
@@ -750,7 +751,7 @@ impl Inner {
             armed
         };
         slot.state.store(armed.0, Ordering::Release);
-        (Message::armed(index, armed, rounding, deadline), slot)
+        Message::armed(index, armed, rounding, deadline)
     }
 
     /// A free slot for a timer on `shard`, for its owner: one the owner
@@ -760,12 +761,15 @@ impl Inner {
     /// # Safety
     /// This thread holds the shard's claim (`owns`); no reference into its
     /// core is live while user code (the only caller) runs.
-    unsafe fn alloc_owned_slot(&self, shard: usize) -> u32 {
+    unsafe fn alloc_owned_slot(&self, shard: usize) -> (u32, &Slot) {
         // SAFETY: forwarded.
         unsafe {
             match self.shards[shard].take_local_slot() {
-                Some(index) => index,
-                None => self.shards[shard].alloc_line(&self.arena),
+                Some(free) => free,
+                None => {
+                    let index = self.shards[shard].alloc_line(&self.arena);
+                    (index, self.slot(index))
+                }
             }
         }
     }
