@@ -74,6 +74,11 @@
 //!   scheduling by wall time must: it shows how much of the service's gap to
 //!   the mutex is that clock read.
 //! * `wheel-per-worker`: a bare `Wheel` per worker, no lock: the ceiling.
+//! * `two-dependent-misses` (restart rows): no timer at all, only what
+//!   reaching a timer through the caller's handle and changing it in one
+//!   atomic step costs here: a random 16-byte handle read among 100k, then a
+//!   `fetch_add` on the 64-byte line it names among 100k (`TwoMisses`). A
+//!   floor, not a peer.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -643,6 +648,49 @@ impl<const OWNER: bool> ThreadJob for Restarts<OWNER> {
             if let Some(guard) = &mut s.guard {
                 black_box(guard.poll().unwrap());
             }
+        }
+    }
+}
+
+/// The floor under any restart that reaches a timer through the caller's
+/// handle and changes it in one atomic step (what a timer other threads may
+/// stop at the same moment needs): per restart, one read of a random one of
+/// `CONNS` 16-byte handles (as the service's `Timer`s sit in `conns`), then
+/// one `fetch_add` on the 64-byte line that handle names, among `CONNS`
+/// such lines (as the service's slots are), in a random order. Two cache
+/// misses and one locked instruction, nothing else: no clock, no wheel.
+/// The loop is a dozen instructions, so the processor runs several
+/// restarts' misses at once (about 20 ns each here, with the locked
+/// instruction or a plain write alike); a restart of a few hundred
+/// instructions leaves no room in the reorder window for the next one's
+/// misses, and pays its own two one after the other.
+struct TwoMisses;
+
+#[repr(align(64))]
+struct Line([AtomicU64; 8]);
+
+impl ThreadJob for TwoMisses {
+    type State = (Vec<[u64; 2]>, Vec<Line>, Rng);
+    fn new(_: usize) -> Self {
+        TwoMisses
+    }
+    fn state(&self, t: usize) -> Self::State {
+        let mut rng = Rng::new(t as u64 + 1);
+        // A random permutation: handle i names line order[i].
+        let mut order: Vec<u64> = (0..CONNS as u64).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let handles = order.into_iter().map(|line| [line, 0]).collect();
+        let lines = (0..CONNS)
+            .map(|_| Line(std::array::from_fn(|_| AtomicU64::new(0))))
+            .collect();
+        (handles, lines, rng)
+    }
+    fn run(&self, (handles, lines, rng): &mut Self::State, _: usize, rounds: u64) {
+        for _ in 0..rounds * BATCH as u64 {
+            let line = handles[rng.below(CONNS as u64) as usize][0] as usize;
+            black_box(lines[line].0[0].fetch_add(1, Ordering::AcqRel));
         }
     }
 }
@@ -1229,6 +1277,7 @@ fn criterion_groups(c: &mut Criterion) {
             workers,
             Measure::Wall,
         );
+        bench_threads::<TwoMisses>(&mut group, "two-dependent-misses", workers, Measure::Wall);
     }
     group.finish();
 
