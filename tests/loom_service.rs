@@ -35,16 +35,22 @@ fn model<F: Fn() + Sync + Send + 'static>(name: &str, body: F) {
     eprintln!("loom model {name}: {} interleavings", RUNS.load(SeqCst));
 }
 
-/// A one-shard embedded service on a manual clock, and its owner guard.
-fn service() -> (TimerService, ShardGuard, ManualClock) {
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
+/// An embedded service of `shards` shards on manual clock `clock`, no
+/// shard claimed.
+fn embedded_service(shards: usize, clock: &ManualClock) -> TimerService {
+    TimerService::builder()
+        .shards(shards)
         .tick(TICK)
         .driver(Driver::Embedded)
         .clock(Clock::Manual(clock.clone()))
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// A one-shard embedded service on a manual clock, and its owner guard.
+fn service() -> (TimerService, ShardGuard, ManualClock) {
+    let clock = ManualClock::new();
+    let service = embedded_service(1, &clock);
     let guard = service.claim_shard(0).unwrap();
     (service, guard, clock)
 }
@@ -536,13 +542,7 @@ fn last_handle_vs_new_handle_vs_service_drop() {
 #[test]
 fn handles_counted_on_two_shards_vs_shutdown() {
     model("handles_counted_on_two_shards_vs_shutdown", || {
-        let service = TimerService::builder()
-            .shards(2)
-            .tick(TICK)
-            .driver(Driver::Embedded)
-            .clock(Clock::Manual(ManualClock::new()))
-            .build()
-            .unwrap();
+        let service = embedded_service(2, &ManualClock::new());
         let probe = std::sync::Arc::new(Probe::default());
         let timer = {
             let _owner = service.claim_shard(0).unwrap();
@@ -574,13 +574,7 @@ fn handles_counted_on_two_shards_vs_shutdown() {
 #[test]
 fn handle_made_during_the_fold() {
     model("handle_made_during_the_fold", || {
-        let service = TimerService::builder()
-            .shards(1)
-            .tick(TICK)
-            .driver(Driver::Embedded)
-            .clock(Clock::Manual(ManualClock::new()))
-            .build()
-            .unwrap();
+        let service = embedded_service(1, &ManualClock::new());
         let starter = {
             let service = service.clone();
             thread::spawn(move || service.start(TICK * 5, |_| {}).ok())

@@ -485,7 +485,7 @@ impl Inner {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        let (id, _) = inner.start_on(spec, callback)?;
+        let id = inner.start_on(spec, callback)?;
         Ok(Timer::new(inner, id, inner.choose_shard()))
     }
 
@@ -496,19 +496,18 @@ impl Inner {
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        self.start_on(spec, callback).map(|(id, _)| id)
+        self.start_on(spec, callback)
     }
 
-    /// [`start_raw`](Self::start_raw), also telling which shard took the timer.
+    /// START of `spec`: plan it, make its callback, arm it.
     #[inline]
-    fn start_on<F>(&self, spec: TimerSpec, callback: F) -> Result<(TimerId, usize), TimerError>
+    fn start_on<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
         let arming = self.plan(&spec)?;
-        let shard = arming.shard;
         let callback = callback::new(callback, arming.period, spec.burst);
-        Ok((self.arm(arming, callback), shard))
+        Ok(self.arm(arming, callback))
     }
 
     /// [`plan`](Self::plan) for `TimerSpec::after(delay)`: the same checks

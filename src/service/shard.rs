@@ -377,13 +377,19 @@ impl Shard {
     pub(crate) unsafe fn refresh_counters(&self, linked_at: Option<u64>) {
         // SAFETY: forwarded.
         let linked = unsafe { self.core(|core| core.linked) };
-        self.counters.armed.set(linked as u64);
-        self.remote.set_linked(linked);
+        self.set_linked_count(linked);
         if let Some(deadline) = linked_at {
             if deadline < self.counters.next_due_tick.get() {
                 self.counters.next_due_tick.set(deadline);
             }
         }
+    }
+
+    /// Owner side: its wheel holds `linked` entries, for `stats()` and for
+    /// the reclaim bound other threads' STOPs read (`RemoteQueue::set_linked`).
+    fn set_linked_count(&self, linked: usize) {
+        self.counters.armed.set(linked as u64);
+        self.remote.set_linked(linked);
     }
 
     /// Whether the owner may lend the shard now: nothing taken in and not
@@ -774,8 +780,7 @@ impl Shard {
                 (core.linked, next)
             })
         };
-        self.counters.armed.set(armed as u64);
-        self.remote.set_linked(armed);
+        self.set_linked_count(armed);
         self.counters.next_due_tick.set(next.unwrap_or(u64::MAX));
         next
     }
@@ -1377,7 +1382,7 @@ impl Shard {
                 core.deferred.clear();
             })
         };
-        self.counters.armed.set(0);
+        self.set_linked_count(0);
         self.counters.next_due_tick.set(u64::MAX);
         let ours = |slot: &Slot| {
             let word = slot.load(Ordering::Acquire);
