@@ -18,7 +18,11 @@
 //!
 //! * the **anchor** `(anchor_tsc, anchor_nanos)` is a counter reading
 //!   followed by a clock reading (both fenced), so `anchor_nanos` is at or
-//!   after the clock at `anchor_tsc`. Each thread keeps its own, refreshed
+//!   after the clock at `anchor_tsc`, and at most `ANCHOR_BRACKET_NANOS`
+//!   after it: a clock reading taken before the counter's is at most that
+//!   far from the one after (a reading whose pair is wider, the thread having
+//!   been descheduled between them, is not anchored on). Each thread keeps
+//!   its own, refreshed
 //!   when it is older than `MAX_AGE_NANOS` (about a millisecond) of counter
 //!   time; a counter reading below the anchor (a thread moved to a core whose
 //!   counter lags) also refreshes it.
@@ -32,8 +36,8 @@
 //!   they agree to far less).
 //!
 //! So the estimate is never below the clock at the moment the counter was
-//! read, and runs ahead of it by at most the slack plus 1/1024 of the
-//! anchor's age: about 2 µs. A deadline tick moves one tick later only when
+//! read, and runs ahead of it by at most the slack, the anchor's bracket and
+//! 1/1024 of the anchor's age: about 3 µs. A deadline tick moves one tick later only when
 //! the exact deadline falls within that of a tick's boundary.
 //!
 //! # When it is used
@@ -50,7 +54,8 @@
 //!
 //! Test: `tests::the_estimate_is_never_behind_the_clock_on_any_thread`
 //! (several threads, each estimate checked against a clock reading before
-//! it and one after it).
+//! it and one after it) and
+//! `tests::a_thread_descheduled_while_anchoring_does_not_run_ahead`.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -63,7 +68,12 @@ const MAX_AGE_NANOS: u64 = 1_000_000;
 const CALIBRATION_NANOS: u64 = 20_000_000;
 /// A pair of clock readings around a counter reading further apart than
 /// this (the thread was interrupted) is not used to calibrate.
-const BRACKET_NANOS: u64 = 20_000;
+const BRACKET_NANOS: u64 = 2_000;
+/// An anchor's clock reading is at most this much after its counter
+/// reading (two vDSO clock reads take well under 100 ns).
+const ANCHOR_BRACKET_NANOS: u64 = 1_000;
+/// Brackets tried per refresh for one narrow enough to anchor on.
+const ANCHOR_TRIES: u32 = 3;
 
 /// Not yet looked at.
 const UNKNOWN: u8 = 0;
@@ -130,9 +140,13 @@ fn refresh(real: fn() -> u64) -> u64 {
         let _ = STATE.compare_exchange(UNKNOWN, decided, Ordering::AcqRel, Ordering::Acquire);
         return refresh(real);
     }
-    let before = real();
-    let tsc = rdtsc_fenced();
-    let after = real();
+    let (mut before, mut tsc, mut after) = bracket(real);
+    for _ in 1..ANCHOR_TRIES {
+        if after - before <= ANCHOR_BRACKET_NANOS {
+            break;
+        }
+        (before, tsc, after) = bracket(real);
+    }
     if state == READY {
         // The old anchor's estimate of this counter value must not be behind
         // the clock read before it.
@@ -146,11 +160,27 @@ fn refresh(real: fn() -> u64) -> u64 {
             }
         }
     }
-    ANCHOR.with(|anchor| anchor.set((tsc, after)));
+    // `after` may be later than the clock at `tsc` by as much as the bracket
+    // is wide; an anchor that far ahead would put every estimate for the
+    // next millisecond that far ahead (a thread descheduled between the two
+    // reads: hundreds of microseconds). Such a reading is returned but not
+    // anchored on; the next call tries again.
+    if after - before <= ANCHOR_BRACKET_NANOS {
+        ANCHOR.with(|anchor| anchor.set((tsc, after)));
+    }
     if state != READY && after - before <= BRACKET_NANOS {
         calibrate(state, tsc, before, after);
     }
     after
+}
+
+/// A clock reading, a fenced counter reading, and a second clock reading.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+#[inline]
+fn bracket(real: fn() -> u64) -> (u64, u64, u64) {
+    let before = real();
+    let tsc = rdtsc_fenced();
+    (before, tsc, real())
 }
 
 /// The estimate for a counter `age` ticks after an anchor read at
@@ -291,18 +321,65 @@ mod tests {
             thread.join().unwrap();
         }
         if usable() {
-            let began = Instant::now();
-            while STATE.load(Ordering::Acquire) != READY && began.elapsed() < Duration::from_secs(2)
-            {
-                deadline_nanos(real);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            assert_eq!(
-                STATE.load(Ordering::Acquire),
-                READY,
-                "the estimate is in use"
-            );
+            assert!(wait_until_ready(), "the estimate is in use");
             assert_ne!(MAX_AGE_TICKS.load(Ordering::Acquire), 0);
+        }
+    }
+
+    /// Calibrates (the first few milliseconds); whether the estimate is in
+    /// use within two seconds.
+    fn wait_until_ready() -> bool {
+        let began = Instant::now();
+        while STATE.load(Ordering::Acquire) != READY && began.elapsed() < Duration::from_secs(2) {
+            deadline_nanos(real);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        STATE.load(Ordering::Acquire) == READY
+    }
+
+    thread_local! {
+        static READS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// The real clock, except that this thread's second reading comes
+    /// 300 us late: as if the thread were descheduled between the counter
+    /// reading and the clock reading after it.
+    fn real_late_on_the_second_read() -> u64 {
+        let read = READS.with(|reads| reads.replace(reads.get() + 1));
+        if read == 1 {
+            let from = real();
+            while real() < from + 300_000 {
+                std::hint::spin_loop();
+            }
+        }
+        real()
+    }
+
+    /// A refresh whose clock reading after the counter's came late (the
+    /// thread descheduled in between) must not become the anchor: every
+    /// estimate from it for the next millisecond would be that late.
+    #[test]
+    fn a_thread_descheduled_while_anchoring_does_not_run_ahead() {
+        if !usable() {
+            return;
+        }
+        assert!(wait_until_ready(), "the estimate is in use");
+        // Force this thread's next call through a refresh, with a stall.
+        ANCHOR.with(|anchor| anchor.set((0, 0)));
+        READS.with(|reads| reads.set(0));
+        let stalled = deadline_nanos(real_late_on_the_second_read);
+        assert!(READS.with(Cell::get) >= 2, "the refresh read the clock");
+        assert!(stalled <= real());
+        for _ in 0..10_000 {
+            let before = real();
+            let estimate = deadline_nanos(real);
+            let after = real();
+            assert!(estimate >= before, "estimate {estimate} behind {before}");
+            assert!(
+                estimate <= after + 5_000,
+                "estimate {estimate} {} ns ahead of the clock after it",
+                estimate - after
+            );
         }
     }
 }
