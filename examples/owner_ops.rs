@@ -179,9 +179,12 @@ fn cross_stop(ops: u64) {
     let rounds = ops.div_ceil(BATCH as u64);
     let start = std::sync::Barrier::new(3);
     let waits = std::sync::atomic::AtomicU64::new(0);
+    // Time inside the owners' polls, which take in the other thread's stops.
+    let polling = std::sync::atomic::AtomicU64::new(0);
     let begin = std::thread::scope(|scope| {
         for t in 0..2 {
-            let (service, start, mail, waits) = (&service, &start, &mail, &waits);
+            let (service, start, mail, waits, polling) =
+                (&service, &start, &mail, &waits, &polling);
             scope.spawn(move || {
                 let mut guard = service.claim_shard(t).expect("shard is free");
                 let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ t as u64;
@@ -214,7 +217,12 @@ fn cross_stop(ops: u64) {
                     for timer in mine {
                         black_box(timer.cancel());
                     }
+                    let began = Instant::now();
                     black_box(guard.poll().expect("owner"));
+                    polling.fetch_add(
+                        began.elapsed().as_nanos() as u64,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
                 start.wait();
                 mail[t].lock().unwrap().clear();
@@ -229,6 +237,10 @@ fn cross_stop(ops: u64) {
     println!(
         "  a thread found its mailbox empty {} times in {rounds} rounds",
         waits.into_inner()
+    );
+    println!(
+        "  polls (taking in the other thread's stops): {:.1} ns per stop",
+        polling.into_inner() as f64 / (2 * rounds * BATCH as u64) as f64
     );
 }
 

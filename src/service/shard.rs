@@ -822,6 +822,12 @@ impl Shard {
                 if core.borrowed != NIL {
                     let index = core.borrowed;
                     core.borrowed = arena.next_in_chunk(index);
+                    // A chunk's slots rested in other caches; each link is
+                    // known only once the slot before it is read. Start
+                    // loading the next one now, for the next START.
+                    if let Some(next) = arena.get(core.borrowed) {
+                        crate::wheel::prefetch(next);
+                    }
                     return index;
                 }
                 arena.alloc_line(&mut Spares {

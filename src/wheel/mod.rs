@@ -89,7 +89,7 @@ use std::ops::RangeInclusive;
 pub use embedded::{EmbeddedWheel, Fired, TimerEntry};
 pub(crate) use hierarchy::Hierarchy;
 pub use hierarchy::LEVELS;
-pub(crate) use node::{prefetch, Node, Nodes, NIL, UNLINKED};
+pub(crate) use node::{prefetch, prefetch_for_write, Node, Nodes, NIL, UNLINKED};
 use slab::Slab;
 pub use slab::TimerKey;
 
