@@ -152,18 +152,24 @@ pub(crate) struct RemoteQueue {
 /// How many of the latest pushes' slot indices a queue keeps for its owner
 /// to prefetch.
 #[cfg(not(any(loom, shuttle)))]
-const HINTS: usize = 256;
+const HINTS: usize = 4096;
+
+/// How many slots ahead of its walk the owner keeps loading: enough misses
+/// in flight to cover one's latency, few enough that the slots stay in the
+/// first-level cache until the walk gets there.
+const AHEAD: u32 = 32;
 
 /// The slot indices of the latest `HINTS` pushes, by push count: a pusher
 /// stores its index at its count (mod `HINTS`) after its push. Only a
-/// hint: the owner prefetches these slots before it walks the list it took
-/// ([`RemoteQueue::take`]), so that the walk, which must read each slot's
-/// link before it knows the next slot, finds the slots on their way in
-/// rather than waiting for one cache miss after another (the walk was most
-/// of a poll's time in `service_vs_tokio/cross_stop`). A hint that is stale
-/// or not yet written prefetches some other slot of the arena, or none:
-/// nothing reads through a hint. Left out of the loom and shuttle models,
-/// which it cannot affect.
+/// hint: as the owner walks the list it took ([`RemoteQueue::take`]), which
+/// must read each slot's link before it knows the next slot, it prefetches
+/// the slots `AHEAD` pushes further on, so that it finds them on their way
+/// in rather than waiting for one cache miss after another (the walk was
+/// most of a poll's time in `service_vs_tokio/cross_stop`; `owner_ops
+/// cross-stop` prints the poll time per stop). A hint that is stale or not
+/// yet written prefetches some other slot of the arena, or none: nothing
+/// reads through a hint. Left out of the loom and shuttle models, which it
+/// cannot affect.
 #[cfg(not(any(loom, shuttle)))]
 struct Hints(CachePadded<[std::sync::atomic::AtomicU32; HINTS]>);
 #[cfg(any(loom, shuttle))]
@@ -183,15 +189,18 @@ impl Hints {
         self.0[queued as usize % HINTS].store(index, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Starts loading the slots of the last (up to `HINTS`) of `queued`
-    /// pushes, newest first: the order the owner's walk meets them.
-    fn prefetch(&self, arena: &Arena, queued: u32) {
-        let first = queued.saturating_sub(HINTS as u32 - 1).max(1);
-        for queued in (first..=queued).rev() {
-            let index = self.0[queued as usize % HINTS].load(std::sync::atomic::Ordering::Relaxed);
-            if let Some(slot) = arena.get(index) {
-                crate::wheel::prefetch_for_write(slot);
-            }
+    /// Starts loading (for writing) the slot of the push `back` before the
+    /// newest of the `queued` taken: the owner's walk meets them newest
+    /// first. Nothing for a push the ring no longer (or never) held.
+    #[inline]
+    fn prefetch(&self, arena: &Arena, queued: u32, back: u32) {
+        if back >= queued || back as usize >= HINTS {
+            return;
+        }
+        let index =
+            self.0[(queued - back) as usize % HINTS].load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(slot) = arena.get(index) {
+            crate::wheel::prefetch_for_write(slot);
         }
     }
 }
@@ -202,7 +211,7 @@ impl Hints {
         Hints
     }
     fn record(&self, _queued: u32, _index: u32) {}
-    fn prefetch(&self, _arena: &Arena, _queued: u32) {}
+    fn prefetch(&self, _arena: &Arena, _queued: u32, _back: u32) {}
 }
 
 /// The queue's words share one cache line: a pusher writes the first two
@@ -356,13 +365,19 @@ impl RemoteQueue {
         // from here on records its own (`needs_owner_by`).
         self.line.need.store(u64::MAX, Ordering::SeqCst);
         let taken = self.line.word.swap(EMPTY, Ordering::SeqCst);
-        self.hints.prefetch(arena, count(taken));
+        let queued = count(taken);
+        for back in 0..AHEAD {
+            self.hints.prefetch(arena, queued, back);
+        }
         let mut index = head(taken);
         let last = index;
         // Reverse into push order. The links are ours: every slot on the
         // list is `QUEUED`, and only its taker clears that.
         let mut reversed = NIL;
+        let mut back = AHEAD;
         while index != NIL {
+            self.hints.prefetch(arena, queued, back);
+            back = back.saturating_add(1);
             // SAFETY: a queued index names an allocated slot (module docs).
             let slot = unsafe { arena.get_allocated(index) };
             let next = slot.queue_next.load(Ordering::Relaxed);
