@@ -151,7 +151,7 @@ pub(crate) struct RemoteQueue {
 
 /// How many of the latest pushes' slot indices a queue keeps for its owner
 /// to prefetch.
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(loom, shuttle, miri)))]
 const HINTS: usize = 4096;
 
 /// How many slots ahead of its walk the owner keeps loading: enough misses
@@ -169,13 +169,13 @@ const AHEAD: u32 = 32;
 /// cross-stop` prints the poll time per stop). A hint that is stale or not
 /// yet written prefetches some other slot of the arena, or none: nothing
 /// reads through a hint. Left out of the loom and shuttle models, which it
-/// cannot affect.
-#[cfg(not(any(loom, shuttle)))]
+/// cannot affect, and of miri builds, where a prefetch is a no-op.
+#[cfg(not(any(loom, shuttle, miri)))]
 struct Hints(CachePadded<[std::sync::atomic::AtomicU32; HINTS]>);
-#[cfg(any(loom, shuttle))]
+#[cfg(any(loom, shuttle, miri))]
 struct Hints;
 
-#[cfg(not(any(loom, shuttle)))]
+#[cfg(not(any(loom, shuttle, miri)))]
 impl Hints {
     fn new() -> Self {
         Hints(CachePadded::new(std::array::from_fn(|_| {
@@ -205,7 +205,7 @@ impl Hints {
     }
 }
 
-#[cfg(any(loom, shuttle))]
+#[cfg(any(loom, shuttle, miri))]
 impl Hints {
     fn new() -> Self {
         Hints

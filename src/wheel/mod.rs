@@ -89,8 +89,8 @@ use std::ops::RangeInclusive;
 pub use embedded::{EmbeddedWheel, Fired, TimerEntry};
 pub(crate) use hierarchy::Hierarchy;
 pub use hierarchy::LEVELS;
-// The remote queue's prefetch hints are left out of the loom and shuttle builds.
-#[cfg_attr(any(loom, shuttle), allow(unused_imports))]
+// The remote queue's prefetch hints are left out of the loom, shuttle and miri builds.
+#[cfg_attr(any(loom, shuttle, miri), allow(unused_imports))]
 pub(crate) use node::{prefetch, prefetch_for_write, Node, Nodes, NIL, UNLINKED};
 use slab::Slab;
 pub use slab::TimerKey;

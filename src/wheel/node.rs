@@ -86,7 +86,7 @@ pub(crate) trait Nodes {
 /// trip to take it from the core that wrote it last. Where the CPU does not
 /// report `prefetchw`, a plain prefetch.
 #[inline(always)]
-#[cfg_attr(any(loom, shuttle), allow(dead_code))]
+#[cfg_attr(any(loom, shuttle, miri), allow(dead_code))]
 pub(crate) fn prefetch_for_write<T>(entry: *const T) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if has_prefetchw() {
