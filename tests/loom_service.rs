@@ -1152,3 +1152,87 @@ fn owner_cancel_vs_remote_stop() {
         drop(guard);
     });
 }
+
+/// The owner's RESTART of its own armed timer takes no CAS (`Shard::
+/// restart_owned`): it reads the word after taking in the remote queue and
+/// moves the timer in the wheel. Racing a STOP from another thread, either
+/// order is allowed, but a STOP that returned before the restart began
+/// must make it a re-arm that fires; a restart that moved the timer and a
+/// STOP after it leave nothing to fire.
+#[test]
+fn owner_restart_vs_remote_stop() {
+    model("owner_restart_vs_remote_stop", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK * 2, counting_callback(&probe)).unwrap());
+        owner.poll().unwrap();
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let id = timer.id();
+        let stopper = {
+            let (service, stopped) = (service.clone(), stopped.clone());
+            thread::spawn(move || {
+                let outcome = service.stop_id(id);
+                stopped.store(true, SeqCst);
+                outcome
+            })
+        };
+        // Without a yield here loom runs the stopper only at the join.
+        thread::yield_now();
+        let stop_first = stopped.load(SeqCst);
+        let mine = timer.restart(TICK * 3).unwrap();
+        let theirs = stopper.join().unwrap();
+        assert_eq!(theirs, Stop::Cancelled, "armed whichever went first");
+        if stop_first {
+            assert_eq!(mine, Restart::Rearmed, "the STOP had returned");
+        }
+        clock.advance(TICK * 4);
+        owner.poll().unwrap();
+        let expected = match mine {
+            Restart::Moved => 0,
+            Restart::Rearmed => 1,
+        };
+        assert_eq!(probe.runs.load(SeqCst), expected, "restart {mine:?}");
+    });
+}
+
+/// The owner's CAS-free RESTART racing a RESTART from another thread: the
+/// timer fires exactly once, at one of the two deadlines, and at the
+/// owner's if the other thread's RESTART had returned before the owner's
+/// began (it is then in the remote queue, which the owner takes in first).
+#[test]
+fn owner_restart_vs_remote_restart() {
+    model("owner_restart_vs_remote_restart", || {
+        let (service, mut owner, clock) = service();
+        let probe = std::sync::Arc::new(Probe::default());
+        let timer = Arc::new(service.start(TICK * 10, counting_callback(&probe)).unwrap());
+        owner.poll().unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let remote = {
+            let (timer, done) = (timer.clone(), done.clone());
+            thread::spawn(move || {
+                let outcome = timer.restart(TICK * 2).unwrap();
+                done.store(true, SeqCst);
+                outcome
+            })
+        };
+        thread::yield_now();
+        let remote_first = done.load(SeqCst);
+        assert_eq!(timer.restart(TICK * 4).unwrap(), Restart::Moved);
+        assert_eq!(remote.join().unwrap(), Restart::Moved);
+        let mut fired_at = None;
+        for tick in 1..=5 {
+            clock.advance(TICK);
+            owner.poll().unwrap();
+            let runs = probe.runs.load(SeqCst);
+            assert!(runs <= 1, "fired twice");
+            if runs == 1 && fired_at.is_none() {
+                fired_at = Some(tick);
+            }
+        }
+        let fired_at = fired_at.expect("fired at one of the two deadlines");
+        assert!(fired_at == 2 || fired_at == 4, "fired at tick {fired_at}");
+        if remote_first {
+            assert_eq!(fired_at, 4, "the owner's RESTART came last");
+        }
+    });
+}

@@ -136,17 +136,20 @@ impl Owned {
     }
 
     /// The arming `seq` the wheel entry stands for.
+    #[inline]
     pub(crate) fn linked_seq(&self) -> u32 {
         self.linked & SEQ_BITS
     }
 
     /// How far the linked deadline tick lies after the deadline asked for,
     /// in 256ths of a tick.
+    #[inline]
     pub(crate) fn linked_rounding(&self) -> u8 {
         (self.linked >> 24) as u8
     }
 
     /// Records the arming the wheel entry now stands for.
+    #[inline]
     pub(crate) fn set_linked(&mut self, seq: u32, rounding: u8) {
         debug_assert_eq!(seq & !SEQ_BITS, 0, "seq is 24 bits");
         self.linked = seq | (u32::from(rounding) << 24);
@@ -189,10 +192,12 @@ impl Slot {
         }
     }
 
+    #[inline]
     pub(crate) fn load(&self, order: Ordering) -> Word {
         Word(self.state.load(order))
     }
 
+    #[inline]
     pub(crate) fn cas(&self, current: Word, new: Word) -> Result<Word, Word> {
         self.state
             .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
@@ -330,6 +335,7 @@ impl Arena {
 
     /// The slot at `index`, or `None` if no slot with that index was ever
     /// handed out (a garbage handle).
+    #[inline]
     pub(crate) fn get(&self, index: u32) -> Option<&Slot> {
         if index >= self.fresh.load(Ordering::Acquire) {
             return None;

@@ -14,7 +14,9 @@
 //!   restart: CAS -> ARMED, seq+1, write a        poll(now): pop due slots,
 //!            proxy slot, push the proxy             CAS ARMED -> FIRED|RUNNING, run callback,
 //!                                                   clear RUNNING (or re-arm periodic)
-//!                                                own START/STOP/RESTART: applied at once
+//!                                                own START/STOP: applied at once
+//!                                                own RESTART of an armed timer: the
+//!                                                  word read, no CAS (`shard.rs`)
 //! ```
 //!
 //! * A timer's **slot** lives in the service's arena (`arena.rs`) and is never freed
@@ -396,6 +398,7 @@ struct Arming {
 }
 
 impl Inner {
+    #[inline]
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }
@@ -414,12 +417,14 @@ impl Inner {
     /// fire. (A timer armed after the last tick was processed is due at
     /// that tick, which has been reached: the next poll fires it. The
     /// service_ops fuzz target ran into that case, see RELIABILITY.md.)
+    #[inline]
     fn ticks_ceil(&self, nanos: u64) -> u64 {
         self.ticks.ceil(nanos).min(self.last_tick)
     }
 
     /// [`ticks_ceil`](Self::ticks_ceil), and how far the tick lies after
     /// `nanos` ([`remote::Arm::rounding`]).
+    #[inline]
     fn ticks_ceil_with_rounding(&self, nanos: u64) -> (u64, u8) {
         let (tick, rounding) = self.ticks.ceil_with_rounding(nanos);
         if tick > self.last_tick {
@@ -812,6 +817,7 @@ impl Inner {
     /// running that very timer's callback (a timer whose handle was given up
     /// can still stop or restart itself; the running callback keeps the slot
     /// alive).
+    #[inline]
     fn addressable(&self, id: TimerId, word: Word) -> bool {
         word.gen() == id.gen()
             && (word.is(HANDLE)
@@ -838,6 +844,14 @@ impl Inner {
     /// second lookup of the slot, and the common per-core case (a
     /// connection restarting its own idle timeout on the worker that owns
     /// its shard) costs one CAS and an O(1) wheel move.
+    /// The shard of this service whose claim this thread holds, if any
+    /// (see [`owns`](Self::owns)).
+    #[inline]
+    fn owned_shard(&self) -> Option<usize> {
+        let (service, shard) = OWNED_SHARD.with(|owned| owned.get());
+        (service == self.address()).then_some(shard)
+    }
+
     #[inline]
     fn owns(&self, shard: usize) -> bool {
         OWNED_SHARD.with(|owned| owned.get()) == (self.address(), shard)
@@ -1160,10 +1174,52 @@ impl Inner {
 
     /// RESTART: arm again with a new deadline, whatever the state.
     pub(crate) fn restart(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
+        self.restart_looked_up::<false>(id, delay)
+    }
+
+    /// [`restart`](Self::restart) from a [`Timer`] handle, whose slot
+    /// needs no checked lookup (see `held`).
+    #[inline]
+    pub(crate) fn restart_held(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
+        self.restart_looked_up::<true>(id, delay)
+    }
+
+    #[inline(always)]
+    fn restart_looked_up<const HELD: bool>(
+        &self,
+        id: TimerId,
+        delay: Duration,
+    ) -> Result<Restart, TimerError> {
+        let find = |id| if HELD { self.held(id) } else { self.live(id) };
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
         }
-        let Some((slot, word)) = self.live(id) else {
+        if let Some(shard) = self.owned_shard() {
+            // An owner computes the deadline before it reads the slot: the
+            // slot's line is often a cache miss (a random one of many idle
+            // timeouts), and this arithmetic need not wait for it; what
+            // follows the miss is then short enough for the processor to
+            // reach the caller's next restart meanwhile (`owner_ops restart`).
+            // Any shard's view of the clock is never ahead of the clock, so
+            // a deadline from this one is never early for another shard's
+            // timer either.
+            let (deadline, rounding) = self.deadline_after(shard, delay);
+            let Some((slot, word)) = find(id) else {
+                return Err(TimerError::StaleKey);
+            };
+            // SAFETY: this thread holds the shard's claim (`owned_shard`),
+            // with no reference into its core while user code runs; `slot`
+            // is `id`'s and of this shard (its word named `id` after the
+            // shard field was published; the call re-checks the word after
+            // taking in the remote queue).
+            if usize::from(slot.shard.load(Ordering::Relaxed)) == shard
+                && unsafe { self.shards[shard].restart_owned(self, slot, id, deadline, rounding) }
+            {
+                return Ok(Restart::Moved);
+            }
+            return self.restart_from(id, slot, word, deadline, rounding);
+        }
+        let Some((slot, word)) = find(id) else {
             return Err(TimerError::StaleKey);
         };
         // The clock as the timer's shard sees it. Should the slot be released
@@ -1171,6 +1227,20 @@ impl Inner {
         // the CAS below then fails and the deadline is never used.
         let shard = (slot.shard.load(Ordering::Relaxed) as usize).min(self.shards.len() - 1);
         let (deadline, rounding) = self.deadline_after(shard, delay);
+        self.restart_from(id, slot, word, deadline, rounding)
+    }
+
+    /// RESTART's general path: one CAS arms `id`'s word again (a new
+    /// arming `seq`), and the owner links it, now or when it takes the
+    /// message in.
+    fn restart_from(
+        &self,
+        id: TimerId,
+        slot: &Slot,
+        word: Word,
+        deadline: u64,
+        rounding: u8,
+    ) -> Result<Restart, TimerError> {
         self.transition_from(id, slot, word, Err(TimerError::StaleKey), |word| {
             let new = word.with_arm(ARMED).next_seq();
             let outcome = if word.is_armed() {

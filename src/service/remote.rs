@@ -296,17 +296,20 @@ impl RemoteQueue {
     /// the live ones (plus `1.5 * RECLAIM_MIN`) while the owner sleeps, so
     /// slots stay within 1.5 times the armed timers plus a constant per
     /// shard (CONTRACT 13).
+    #[inline]
     pub(crate) fn reclaim_due(&self, queued: u32) -> bool {
         queued > self.line.reclaim_above.load(Ordering::Relaxed)
     }
 
     /// How many slots are queued.
+    #[inline]
     pub(crate) fn len(&self) -> u32 {
         count(self.line.word.load(Ordering::SeqCst))
     }
 
     /// `true` when nothing is queued (the load half of the owner's
     /// handshake, `Shard::publish_sleep`).
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.line.word.load(Ordering::SeqCst) == EMPTY
     }
@@ -338,11 +341,13 @@ impl RemoteQueue {
     /// The owner, after storing the tick it will sleep until (`until`):
     /// must it stay awake for a queued entry? Only if one is queued and
     /// some queued entry needs it before `until` (see `needs_owner_by`).
+    #[inline]
     pub(crate) fn needed_before(&self, until: u64) -> bool {
         !self.is_empty() && self.line.need.load(Ordering::SeqCst) < until
     }
 
     /// The slot pushed last, or [`NIL`] (see [`REVIVE_AFTER_BATCH`]).
+    #[inline]
     pub(crate) fn newest(&self) -> u32 {
         head(self.line.word.load(Ordering::SeqCst))
     }

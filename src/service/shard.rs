@@ -5,6 +5,33 @@
 //! thread that has claimed the shard (`claimed` is the token, taken with an
 //! acquire CAS and given back with a release store). All of it runs on that
 //! thread; nothing here ever waits for another thread.
+//!
+//! # An owner's restart
+//!
+//! The owner moves its own armed timer without a CAS on the slot's word
+//! ([`Shard::restart_owned`]): it takes in the remote queue, reads the word
+//! once, and if that names the handle's incarnation, armed, not running,
+//! not queued, with the wheel entry standing for the word's arming (`seq`),
+//! it moves the entry. Only the owner writes a timer's deadline and wheel
+//! entry, so the read is the restart's linearization point:
+//!
+//! * a STOP (or a handle's release) from another thread whose CAS comes
+//!   after the read is a STOP after the restart: it finds the timer armed,
+//!   returns `Cancelled`, and the owner unlinks the moved entry when it
+//!   takes the slot in;
+//! * a STOP whose CAS came before the read made the word not armed (and
+//!   `QUEUED`, and the next `seq`): the general path re-arms;
+//! * a RESTART from another thread whose CAS comes after the read sends an
+//!   arming with the next `seq`, which the owner links when it takes it in:
+//!   it moves the timer again, as the later RESTART; one whose CAS came
+//!   before the read left a `seq` the wheel entry does not stand for: the
+//!   general path's CAS decides.
+//!
+//! Without the CAS the restart has no locked instruction, and the slot's
+//! line (a cache miss for a random one of many idle timeouts) no longer
+//! holds up the caller's next restart (`owner_ops restart`,
+//! `service_vs_tokio/restart_owner`). Models: `tests/loom_service.rs`
+//! `owner_restart_vs_remote_stop`, `owner_restart_vs_remote_restart`.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -358,6 +385,7 @@ impl Shard {
 
     /// Tells the owner work arrived (see `take_activity`). Loads first, so
     /// a busy shard's line is written once per owner sleep, not per message.
+    #[inline]
     pub(crate) fn note_activity(&self) {
         if !self.activity.load(Ordering::Relaxed) {
             self.activity.store(true, Ordering::Relaxed);
@@ -397,6 +425,7 @@ impl Shard {
     ///
     /// # Safety
     /// The caller holds the shard.
+    #[inline]
     pub(crate) unsafe fn has_backlog(&self) -> bool {
         // SAFETY: forwarded.
         unsafe { self.core(|core| core.backlog != NIL) }
@@ -497,6 +526,7 @@ impl Shard {
     /// for an owner about to sleep (`RemoteQueue::needs_owner_by`), then
     /// claims the wake of one that sleeps past it (`claim_wake`). Returns
     /// `true` if the caller must wake the owner.
+    #[inline]
     pub(crate) fn queued_for(&self, tick: u64) -> bool {
         self.remote.needs_owner_by(tick);
         self.claim_wake(Some(tick))
@@ -504,6 +534,7 @@ impl Shard {
 
     /// [`push_stop`](Self::push_stop) for a STOP whose slot was queued
     /// already: should this thread wake the owner?
+    #[inline]
     pub(crate) fn stop_wake_due(&self) -> bool {
         self.remote.reclaim_due(self.remote.len()) && self.queued_for(0)
     }
@@ -1045,6 +1076,54 @@ impl Shard {
             });
             owned(slot, |owned| owned.set_linked(arm.seq, rounding));
         }
+    }
+
+    /// The owner moves its own armed timer `id` (slot `slot`) to
+    /// `deadline` without a CAS on its word (see "An owner's restart" in
+    /// the module docs). Returns `false`, having changed nothing but taken
+    /// in the remote queue, when the general path must decide (the timer
+    /// is not armed, its callback runs, it is queued, or another thread's
+    /// RESTART is on its way to the wheel).
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core;
+    /// `slot` is slot `id.index()` of the arena.
+    #[inline]
+    pub(crate) unsafe fn restart_owned(
+        &self,
+        inner: &Inner,
+        slot: &Slot,
+        id: TimerId,
+        deadline: u64,
+        rounding: u8,
+    ) -> bool {
+        // What other threads queued before this RESTART goes first (same-
+        // tick order, CONTRACT 5), and may have stopped or freed the timer.
+        // SAFETY: forwarded.
+        unsafe { self.catch_up(inner) };
+        let word = slot.load(Ordering::Acquire);
+        if word.gen() != id.gen() || !word.is_armed() || word.is(RUNNING) || word.is(QUEUED) {
+            return false;
+        }
+        // SAFETY: the caller owns the shard; the word names `id`'s
+        // incarnation (whose shard field the caller read), so the slot is
+        // this shard's and allocated.
+        unsafe {
+            if !is_linked(slot) || owned(slot, |owned| owned.linked_seq()) != word.seq() {
+                return false;
+            }
+            self.link(
+                inner,
+                slot,
+                id.index(),
+                Arm {
+                    seq: word.seq(),
+                    rounding,
+                    deadline,
+                },
+            );
+        }
+        true
     }
 
     /// Takes linked slot `index` (`slot`) out of the wheel.

@@ -115,44 +115,54 @@ pub(crate) struct Word(pub(crate) u64);
 
 impl Word {
     /// A free slot of incarnation `gen`.
+    #[inline]
     pub(crate) const fn free(gen: u32) -> Word {
         Word((gen as u64) << GEN_SHIFT)
     }
 
+    #[inline]
     pub(crate) const fn gen(self) -> u32 {
         (self.0 >> GEN_SHIFT) as u32
     }
 
+    #[inline]
     pub(crate) const fn seq(self) -> u32 {
         ((self.0 & SEQ_MASK) >> SEQ_SHIFT) as u32
     }
 
+    #[inline]
     pub(crate) const fn arm(self) -> u64 {
         self.0 & ARM_MASK
     }
 
+    #[inline]
     pub(crate) const fn is(self, flag: u64) -> bool {
         self.0 & flag != 0
     }
 
+    #[inline]
     pub(crate) const fn is_armed(self) -> bool {
         self.arm() == ARMED
     }
 
     /// Same word with `arm` replaced.
+    #[inline]
     pub(crate) const fn with_arm(self, arm: u64) -> Word {
         Word((self.0 & !ARM_MASK) | arm)
     }
 
+    #[inline]
     pub(crate) const fn with(self, flag: u64) -> Word {
         Word(self.0 | flag)
     }
 
+    #[inline]
     pub(crate) const fn without(self, flag: u64) -> Word {
         Word(self.0 & !flag)
     }
 
     /// Same word with `seq + 1` (wrapping within 24 bits).
+    #[inline]
     pub(crate) const fn next_seq(self) -> Word {
         let seq = (self.seq().wrapping_add(1) as u64) << SEQ_SHIFT & SEQ_MASK;
         Word((self.0 & !SEQ_MASK) | seq)
@@ -160,6 +170,7 @@ impl Word {
 
     /// `true` when the owner may free the slot: not armed, not running, no
     /// handle holds it, and it is not on its shard's remote queue.
+    #[inline]
     pub(crate) const fn is_reclaimable(self) -> bool {
         let arm = self.arm();
         (arm == FIRED || arm == CANCELLED)
@@ -171,6 +182,7 @@ impl Word {
 
 impl Word {
     /// `true` for a word that would be reclaimable but for `QUEUED`.
+    #[inline]
     pub(crate) const fn is_reclaimable_but_queued(self) -> bool {
         self.is(QUEUED) && self.without(QUEUED).without(FRESH).is_reclaimable()
     }

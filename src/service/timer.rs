@@ -303,7 +303,7 @@ impl Timer {
     /// [`TimerError::Shutdown`] after shutdown; nothing changes then.
     #[inline]
     pub fn restart(&self, delay: Duration) -> Result<Restart, TimerError> {
-        self.inner().restart(self.id, delay)
+        self.inner().restart_held(self.id, delay)
     }
 
     /// The tick this timer is due at (on the service clock, `tick * tick()`
