@@ -21,6 +21,11 @@
 //! with 1,000 they stay in cache and the run shows the restart's own
 //! work without the two cache misses of reaching a timer.
 //!
+//! `remote-restart` is `restart` from threads that own no shard (driver
+//! threads, one shard per thread; the row
+//! `service_vs_tokio/restart_nonowner`). The last argument is the thread
+//! count.
+//!
 //! `cross-stop` is START on the owner and STOP on another owner's thread
 //! (`service_vs_tokio/cross_stop/tickwheel-embedded/2`).
 //!
@@ -29,6 +34,7 @@
 //! cargo run --release --example owner_ops -- start-cancel-capture16 1000000
 //! cargo run --release --example owner_ops -- restart 500000
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
+//! cargo run --release --example owner_ops -- remote-restart 3000000 1
 //! cargo run --release --example owner_ops -- cross-stop 2000000
 //! ```
 
@@ -47,6 +53,15 @@ fn main() {
     };
     if mode == "cross-stop" {
         cross_stop(ops);
+        return;
+    }
+    if mode == "remote-restart" {
+        let threads: usize = match args.next().map(|n| n.parse()) {
+            None => 1,
+            Some(Ok(n)) if n > 0 => n,
+            Some(_) => usage("the thread count must be a positive integer"),
+        };
+        remote_restart(ops, threads);
         return;
     }
     if mode == "remote-start-cancel" {
@@ -118,9 +133,55 @@ fn main() {
             report(&mode, ops, begin);
             return;
         }
-        _ => usage("mode: start-cancel | restart | remote-start-cancel | cross-stop"),
+        _ => usage(
+            "mode: start-cancel | start-cancel-capture16 | restart | remote-start-cancel | remote-restart | cross-stop",
+        ),
     }
     report(&mode, ops, begin);
+}
+
+/// RESTART of a random one of `OWNER_OPS_TIMERS` (100,000) idle timeouts,
+/// `ops` times on each of `threads` threads that own no shard (the row
+/// `service_vs_tokio/restart_nonowner`); reports wall time per restart per
+/// thread, measured after the timeouts are started.
+fn remote_restart(ops: u64, threads: usize) {
+    let service = TimerService::builder()
+        .shards(threads)
+        .driver(Driver::Threads { pin: false })
+        .build()
+        .expect("a service with driver threads");
+    let count: usize = std::env::var("OWNER_OPS_TIMERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100_000);
+    let ready = std::sync::Barrier::new(threads + 1);
+    let go = std::sync::Barrier::new(threads + 1);
+    let idle = Duration::from_secs(30);
+    let begin = std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (service, ready, go) = (&service, &ready, &go);
+            scope.spawn(move || {
+                let timers: Vec<_> = (0..count)
+                    .map(|_| service.start(idle, |_| {}).expect("running service"))
+                    .collect();
+                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ t as u64;
+                ready.wait();
+                go.wait();
+                for _ in 0..ops {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let timer = &timers[(rng % timers.len() as u64) as usize];
+                    black_box(timer.restart(idle).expect("running service"));
+                }
+            });
+        }
+        ready.wait();
+        let begin = Instant::now();
+        go.wait();
+        begin
+    });
+    report(&format!("remote-restart, {threads} threads"), ops, begin);
 }
 
 /// START + cancel of a timer due in 1 to 1000 ms, `ops` times on each of

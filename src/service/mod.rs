@@ -1194,19 +1194,27 @@ impl Inner {
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
         }
-        if let Some(shard) = self.owned_shard() {
-            // An owner computes the deadline before it reads the slot: the
-            // slot's line is often a cache miss (a random one of many idle
-            // timeouts), and this arithmetic need not wait for it; what
-            // follows the miss is then short enough for the processor to
-            // reach the caller's next restart meanwhile (`owner_ops restart`).
-            // Any shard's view of the clock is never ahead of the clock, so
-            // a deadline from this one is never early for another shard's
-            // timer either.
-            let (deadline, rounding) = self.deadline_after(shard, delay);
-            let Some((slot, word)) = find(id) else {
-                return Err(TimerError::StaleKey);
-            };
+        // The deadline is computed before the slot is read: the slot's line
+        // is often a cache miss (a random one of many idle timeouts), and
+        // this arithmetic need not wait for it; what follows the miss is
+        // then short enough for the processor to reach the caller's next
+        // restart meanwhile (`owner_ops restart`,
+        // `service_vs_tokio/restart_owner`). It is read on the caller's own
+        // shard's view of the clock, which may not be the timer's: every
+        // shard's reading is at least the clock at the moment of the call,
+        // so the deadline is never early whichever shard the timer is on.
+        let owned = self.owned_shard();
+        let shard = owned.unwrap_or_else(|| self.choose_shard());
+        let (deadline, rounding) = self.deadline_after(shard, delay);
+        if owned.is_none() {
+            if let Some(outcome) = self.restart_lent(shard, id, deadline, rounding, find) {
+                return outcome;
+            }
+        }
+        let Some((slot, word)) = find(id) else {
+            return Err(TimerError::StaleKey);
+        };
+        if let Some(shard) = owned {
             // SAFETY: this thread holds the shard's claim (`owned_shard`),
             // with no reference into its core while user code runs; `slot`
             // is `id`'s and of this shard (its word named `id` after the
@@ -1217,17 +1225,59 @@ impl Inner {
             {
                 return Ok(Restart::Moved);
             }
-            return self.restart_from(id, slot, word, deadline, rounding);
         }
-        let Some((slot, word)) = find(id) else {
-            return Err(TimerError::StaleKey);
-        };
-        // The clock as the timer's shard sees it. Should the slot be released
-        // and reused meanwhile, the shard read here may be another timer's;
-        // the CAS below then fails and the deadline is never used.
-        let shard = (slot.shard.load(Ordering::Relaxed) as usize).min(self.shards.len() - 1);
-        let (deadline, rounding) = self.deadline_after(shard, delay);
         self.restart_from(id, slot, word, deadline, rounding)
+    }
+
+    /// A RESTART from a thread that owns no shard while `shard` (the
+    /// thread's own, where its STARTs go) is lent, its driver asleep:
+    /// inside the shard this thread is its owner, and restarts a timer of
+    /// that shard as one (`Shard::restart_owned`: no CAS on the word, and
+    /// the slot's line, often a cache miss, followed by a short path). As
+    /// `help`, only when nothing else waits for the owner (else the general
+    /// path's `help` takes that in first). `None`, having changed nothing,
+    /// when the shard is not lent, the timer is on another shard, or the
+    /// general path must decide.
+    #[inline]
+    fn restart_lent<'s>(
+        &'s self,
+        shard: usize,
+        id: TimerId,
+        deadline: u64,
+        rounding: u8,
+        find: impl FnOnce(TimerId) -> Option<(&'s Slot, Word)>,
+    ) -> Option<Result<Restart, TimerError>> {
+        let target = &self.shards[shard];
+        if !target.try_help() {
+            return None;
+        }
+        // Left on unwinding too (`Helping`): taking the queue in may drop a
+        // callback's captures, which may panic.
+        let helping = Helping::enter(self.address(), shard, target);
+        // SAFETY (all blocks): this thread holds the lent shard (`try_help`)
+        // and no reference into its core.
+        let ready =
+            !self.is_shut_down() && target.remote.is_empty() && unsafe { !target.has_backlog() };
+        let outcome = if !ready {
+            None
+        } else {
+            match find(id) {
+                None => Some(Err(TimerError::StaleKey)),
+                Some((slot, _))
+                    if usize::from(slot.shard.load(Ordering::Relaxed)) == shard
+                        && unsafe { target.restart_owned(self, slot, id, deadline, rounding) } =>
+                {
+                    unsafe { target.refresh_counters(Some(deadline)) };
+                    Some(Ok(Restart::Moved))
+                }
+                Some(_) => None,
+            }
+        };
+        drop(helping);
+        if matches!(outcome, Some(Ok(_))) && target.claim_wake(Some(deadline)) {
+            self.wake(shard);
+        }
+        outcome
     }
 
     /// RESTART's general path: one CAS arms `id`'s word again (a new
@@ -1453,6 +1503,7 @@ struct Helping<'a> {
 }
 
 impl<'a> Helping<'a> {
+    #[inline]
     fn enter(service: usize, shard: usize, target: &'a Shard) -> Self {
         let previous = OWNED_SHARD.with(|owned| owned.replace((service, shard)));
         Helping { target, previous }
@@ -1460,6 +1511,7 @@ impl<'a> Helping<'a> {
 }
 
 impl Drop for Helping<'_> {
+    #[inline]
     fn drop(&mut self) {
         OWNED_SHARD.with(|owned| owned.set(self.previous));
         self.target.end_help();

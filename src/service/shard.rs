@@ -372,6 +372,7 @@ impl Shard {
 
     /// A producer enters a lent shard; `false` if it is not lent, held, or
     /// wanted back.
+    #[inline]
     pub(crate) fn try_help(&self) -> bool {
         self.claimed
             .compare_exchange(LENT, LENT | HELD, Ordering::Acquire, Ordering::Relaxed)
@@ -379,6 +380,7 @@ impl Shard {
     }
 
     /// A helper leaves (keeping `WANTED` if the owner set it meanwhile).
+    #[inline]
     pub(crate) fn end_help(&self) {
         self.claimed.fetch_and(!HELD, Ordering::Release);
     }
