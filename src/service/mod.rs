@@ -158,6 +158,9 @@ std::thread_local! {
     static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
     /// Spreads starts from threads that own no shard.
     static SPREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    /// `(service address, shard)`: `SPREAD` reduced to a shard of the
+    /// service this thread last used (`Inner::choose_shard`).
+    static SPREAD_SHARD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
     /// `(service address, slot, word)`: the START this thread cancelled
     /// before its owner took it in, for its next START to reuse
     /// (`Inner::revive`).
@@ -171,6 +174,8 @@ thread_local! {
     static RUNNING_CALLBACK: std::cell::Cell<(usize, u64)> = std::cell::Cell::new((0, 0));
     #[allow(clippy::missing_const_for_thread_local)]
     static SPREAD: std::cell::Cell<usize> = std::cell::Cell::new(usize::MAX);
+    #[allow(clippy::missing_const_for_thread_local)]
+    static SPREAD_SHARD: std::cell::Cell<(usize, usize)> = std::cell::Cell::new((0, 0));
     #[allow(clippy::missing_const_for_thread_local)]
     static REVIVABLE: std::cell::Cell<(usize, u32, u64)> = std::cell::Cell::new((0, 0, 0));
 }
@@ -473,12 +478,30 @@ impl Inner {
         if service == self.address() {
             return shard;
         }
-        SPREAD.with(|spread| {
+        let (service, shard) = SPREAD_SHARD.with(|spread| spread.get());
+        // The bound check also covers another service since made at the
+        // address of the one the shard was chosen for: any shard in range
+        // will do.
+        if service == self.address() && shard < self.shards.len() {
+            return shard;
+        }
+        self.spread_shard()
+    }
+
+    /// [`choose_shard`](Self::choose_shard) for a thread that owns no shard
+    /// and has not used this service last: its spread number reduced to a
+    /// shard, and remembered (a division, which every START and handle drop
+    /// from such a thread paid: `owner_ops remote-start-cancel`).
+    #[cold]
+    fn spread_shard(&self) -> usize {
+        let shard = SPREAD.with(|spread| {
             if spread.get() == usize::MAX {
                 spread.set(self.spread.fetch_add(1, Ordering::Relaxed));
             }
             spread.get() % self.shards.len()
-        })
+        });
+        SPREAD_SHARD.with(|spread| spread.set((self.address(), shard)));
+        shard
     }
 
     #[inline]

@@ -1521,6 +1521,7 @@ impl Shard {
 /// thread applying its STOP inside a lent shard, the shutdown sweep), so it
 /// never leaves a shard claimed, lent or mid-poll (`tests/user_panics.rs`).
 /// A callback whose captures need no drop costs nothing here.
+#[inline]
 pub(crate) fn drop_callback(inner: &Inner, callback: Option<Callback>, id: TimerId, shard: usize) {
     let Some(callback) = callback else {
         return;
@@ -1528,6 +1529,13 @@ pub(crate) fn drop_callback(inner: &Inner, callback: Option<Callback>, id: Timer
     if !callback.needs_drop() {
         return;
     }
+    drop_captures(inner, callback, id, shard);
+}
+
+/// [`drop_callback`] for captures that need dropping: out of line, so
+/// that the common callback that needs none costs its caller a test.
+#[inline(never)]
+fn drop_captures(inner: &Inner, callback: Callback, id: TimerId, shard: usize) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(callback))) {
         report_panic(inner, id, shard, PanicSite::Drop, payload);
     }
