@@ -1593,6 +1593,30 @@ mod tests {
         (service, guard, clock)
     }
 
+    /// A thread that owns no shard remembers the shard it picked for the
+    /// service it last used, keyed by the service's address. Another
+    /// service made later at that address may have fewer shards: a
+    /// remembered shard out of its range is picked again, never used
+    /// (without the bound check `start` indexes past the shards and
+    /// panics).
+    #[test]
+    fn a_remembered_spread_shard_out_of_range_is_picked_again() {
+        let service = TimerService::builder()
+            .shards(2)
+            .driver(Driver::Embedded)
+            .build()
+            .unwrap();
+        let inner = service.inner();
+        // As if a service with eight shards had lived at this address and
+        // this thread had picked its shard 7.
+        SPREAD_SHARD.with(|spread| spread.set((inner.address(), 7)));
+        let shard = inner.choose_shard();
+        assert!(shard < 2, "picked shard {shard} of 2");
+        assert_eq!(SPREAD_SHARD.with(|spread| spread.get()), (inner.address(), shard));
+        let timer = service.start(Duration::from_secs(60), |_| {}).unwrap();
+        assert_eq!(timer.cancel(), Stop::Cancelled);
+    }
+
     /// The slots keep 32 bits of the wheel's arming numbers, and an owner's
     /// restart to a later deadline leaves a timer in its bucket: same-tick
     /// order then rests on those numbers. Here they wrap past 2^32 and are
