@@ -1612,7 +1612,10 @@ mod tests {
         SPREAD_SHARD.with(|spread| spread.set((inner.address(), 7)));
         let shard = inner.choose_shard();
         assert!(shard < 2, "picked shard {shard} of 2");
-        assert_eq!(SPREAD_SHARD.with(|spread| spread.get()), (inner.address(), shard));
+        assert_eq!(
+            SPREAD_SHARD.with(|spread| spread.get()),
+            (inner.address(), shard)
+        );
         let timer = service.start(Duration::from_secs(60), |_| {}).unwrap();
         assert_eq!(timer.cancel(), Stop::Cancelled);
     }
