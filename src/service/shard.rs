@@ -764,7 +764,17 @@ impl Shard {
             // then (the owner's own, or taken in just now) may have removed
             // the timer the last poll's next due tick belonged to, and an
             // owner that now sleeps past that tick is not late.
-            self.publish_counters(Some(inner))
+            let next = self.publish_counters(Some(inner));
+            // A STOP pushed after the take-in above but before the reclaim
+            // bound was refreshed judged it by the last poll's (larger)
+            // count and neither woke this owner nor asked it to stay up;
+            // under the refreshed bound it may be due: poll again rather
+            // than sleep on it (shuttle `churn_with_polling_owners_that_park`,
+            // seed 1795721308765180658, left a stopped slot unreclaimed).
+            if self.remote.reclaim_due(self.remote.len()) {
+                return Some(self.core(|core| core.wheel.now()));
+            }
+            next
         }
     }
 
