@@ -55,22 +55,17 @@ fn main() {
         cross_stop(ops);
         return;
     }
-    if mode == "remote-restart" {
+    if mode == "remote-restart" || mode == "remote-start-cancel" {
         let threads: usize = match args.next().map(|n| n.parse()) {
             None => 1,
             Some(Ok(n)) if n > 0 => n,
             Some(_) => usage("the thread count must be a positive integer"),
         };
-        remote_restart(ops, threads);
-        return;
-    }
-    if mode == "remote-start-cancel" {
-        let threads: usize = match args.next().map(|n| n.parse()) {
-            None => 1,
-            Some(Ok(n)) if n > 0 => n,
-            Some(_) => usage("the thread count must be a positive integer"),
-        };
-        remote_start_cancel(ops, threads);
+        if mode == "remote-restart" {
+            remote_restart(ops, threads);
+        } else {
+            remote_start_cancel(ops, threads);
+        }
         return;
     }
     let service = TimerService::builder()

@@ -474,10 +474,13 @@ impl Inner {
     /// this thread writes (`handles.rs`).
     #[inline]
     fn choose_shard(&self) -> usize {
-        let (service, shard) = OWNED_SHARD.with(|owned| owned.get());
-        if service == self.address() {
-            return shard;
-        }
+        self.owned_shard().unwrap_or_else(|| self.spread_choice())
+    }
+
+    /// [`choose_shard`](Self::choose_shard) for a thread that owns no shard
+    /// of this service.
+    #[inline]
+    fn spread_choice(&self) -> usize {
         let (service, shard) = SPREAD_SHARD.with(|spread| spread.get());
         // The bound check also covers another service since made at the
         // address of the one the shard was chosen for: any shard in range
@@ -866,18 +869,18 @@ impl Inner {
     /// operations (`transition_from`) to the wheel at once: no queue, no
     /// second lookup of the slot, and the common per-core case (a
     /// connection restarting its own idle timeout on the worker that owns
-    /// its shard) costs one CAS and an O(1) wheel move.
+    /// its shard) moves it without a CAS (`Shard::restart_owned`).
+    #[inline]
+    fn owns(&self, shard: usize) -> bool {
+        self.owned_shard() == Some(shard)
+    }
+
     /// The shard of this service whose claim this thread holds, if any
     /// (see [`owns`](Self::owns)).
     #[inline]
     fn owned_shard(&self) -> Option<usize> {
         let (service, shard) = OWNED_SHARD.with(|owned| owned.get());
         (service == self.address()).then_some(shard)
-    }
-
-    #[inline]
-    fn owns(&self, shard: usize) -> bool {
-        OWNED_SHARD.with(|owned| owned.get()) == (self.address(), shard)
     }
 
     /// Hands a message to a shard that this thread does not hold: applied
@@ -1227,7 +1230,7 @@ impl Inner {
         // shard's reading is at least the clock at the moment of the call,
         // so the deadline is never early whichever shard the timer is on.
         let owned = self.owned_shard();
-        let shard = owned.unwrap_or_else(|| self.choose_shard());
+        let shard = owned.unwrap_or_else(|| self.spread_choice());
         let (deadline, rounding) = self.deadline_after(shard, delay);
         if owned.is_none() {
             if let Some(outcome) = self.restart_lent(shard, id, deadline, rounding, find) {
