@@ -1063,6 +1063,17 @@ fn bench_cross_threads<C: Cross>(
 // ---------------------------------------------------------------------------
 // Latency (harness part: sorted samples, not criterion).
 
+/// Alternating rounds for the targets: 15 rounds of ~100 ms slices.
+const TARGET_PACE: Pace = Pace {
+    rounds: 15,
+    slice: Duration::from_millis(100),
+};
+/// The same under `cargo test --benches`: that it runs, not what it reads.
+const TEST_PACE: Pace = Pace {
+    rounds: 2,
+    slice: Duration::from_millis(1),
+};
+
 /// Rounds per thread in a latency run (`BATCH` starts and stops each).
 const LATENCY_ROUNDS: u64 = 2_000;
 
@@ -1182,6 +1193,265 @@ fn latency(rounds: u64) {
         latency_threads::<CrossThreads>("tickwheel-threads", threads, rounds);
         latency_tokio(threads, rounds);
         latency_threads::<CrossShardedMutex>("sharded-mutex-wheel", threads, rounds);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Targets in alternating rounds (harness part, not criterion).
+//
+// This guest's speed drifts for minutes at a time, longer than one
+// implementation's criterion run, so two criterion medians taken a few
+// minutes apart can differ 2x for the same code. Here every implementation
+// of a row keeps its workers (and their armed timers) alive, and the rows'
+// implementations take turns in short slices, round after round, in a
+// rotating order; each round's ratio compares slices run seconds apart,
+// and the median of the per-round ratios is the figure a target is read
+// against.
+
+/// One sample of a workload: `iters` operations per worker, the time scaled
+/// to exactly `iters`.
+trait Sampler {
+    fn sample(&self, iters: u64) -> Duration;
+}
+
+impl Sampler for ThreadPool {
+    fn sample(&self, iters: u64) -> Duration {
+        self.run(iters)
+    }
+}
+
+impl<J: TaskJob> Sampler for TaskPool<J> {
+    fn sample(&self, iters: u64) -> Duration {
+        self.run(iters)
+    }
+}
+
+/// One implementation in an alternating comparison.
+struct Contender {
+    name: &'static str,
+    pool: Box<dyn Sampler>,
+    /// Operations per worker per slice (calibrated).
+    iters: u64,
+    /// ns per operation per worker, one per round.
+    ns: Vec<f64>,
+}
+
+fn on_threads<J: ThreadJob>(name: &'static str, workers: usize) -> Contender {
+    Contender {
+        name,
+        pool: Box::new(ThreadPool::new::<J>(workers, Measure::Wall)),
+        iters: BATCH as u64,
+        ns: Vec::new(),
+    }
+}
+
+fn on_tasks<J: TaskJob>(name: &'static str, workers: usize) -> Contender {
+    Contender {
+        name,
+        pool: Box::new(TaskPool::<J>::new(workers, Measure::Wall)),
+        iters: BATCH as u64,
+        ns: Vec::new(),
+    }
+}
+
+/// A target: `tickwheel`'s time divided by `peer`'s, at most `at_most`.
+struct Target {
+    tickwheel: &'static str,
+    peer: &'static str,
+    at_most: Option<f64>,
+}
+
+const fn target(tickwheel: &'static str, peer: &'static str, at_most: f64) -> Target {
+    Target {
+        tickwheel,
+        peer,
+        at_most: Some(at_most),
+    }
+}
+
+const fn beside(tickwheel: &'static str, peer: &'static str) -> Target {
+    Target {
+        tickwheel,
+        peer,
+        at_most: None,
+    }
+}
+
+/// How an alternating run is paced.
+struct Pace {
+    rounds: usize,
+    /// Wall time one slice aims at.
+    slice: Duration,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Runs `contenders` in alternating rounds and prints one table row per
+/// target.
+fn alternate(
+    group: &str,
+    workers: usize,
+    mut contenders: Vec<Contender>,
+    targets: &[Target],
+    pace: &Pace,
+) {
+    // Calibrate each slice to about `pace.slice` (after one warm-up sample).
+    for c in &mut contenders {
+        c.pool.sample(c.iters);
+        loop {
+            let took = c.pool.sample(c.iters);
+            if took >= pace.slice / 4 || c.iters >= 1 << 30 {
+                let scale = pace.slice.as_secs_f64() / took.as_secs_f64().max(1e-9);
+                c.iters = ((c.iters as f64 * scale) as u64).max(BATCH as u64);
+                break;
+            }
+            c.iters *= 4;
+        }
+    }
+    let n = contenders.len();
+    for round in 0..pace.rounds {
+        for k in 0..n {
+            let c = &mut contenders[(round + k) % n];
+            let took = c.pool.sample(c.iters);
+            c.ns.push(took.as_nanos() as f64 / c.iters as f64);
+        }
+    }
+    let find = |name: &str| {
+        contenders
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no contender {name} in {group}"))
+    };
+    for t in targets {
+        let (tw, peer) = (find(t.tickwheel), find(t.peer));
+        let ratios: Vec<f64> = tw.ns.iter().zip(&peer.ns).map(|(a, b)| a / b).collect();
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(0.0, f64::max);
+        let wins = match t.at_most {
+            Some(limit) => ratios.iter().filter(|&&r| r <= limit).count(),
+            None => 0,
+        };
+        let ratio = median(ratios);
+        let verdict = match t.at_most {
+            Some(limit) if ratio <= limit => {
+                format!("≤ {limit:.2}: met ({wins}/{} rounds)", pace.rounds)
+            }
+            Some(limit) => format!("≤ {limit:.2}: **not met** ({wins}/{} rounds)", pace.rounds),
+            None => "-".to_string(),
+        };
+        println!(
+            "| {group} | {workers} | {} | {:.1} | {} | {:.1} | {ratio:.2} | {lo:.2}-{hi:.2} | {verdict} |",
+            t.tickwheel,
+            median(tw.ns.clone()),
+            t.peer,
+            median(peer.ns.clone()),
+        );
+    }
+}
+
+/// The issue's targets for the service, each read from alternating rounds.
+fn targets(pace: &Pace) {
+    println!(
+        "\nservice_vs_tokio/targets: ns per operation per worker (cross_stop: per start/stop pair per thread), \
+         medians of {} alternating rounds of about {} ms per implementation; ratio = median of the per-round ratios\n",
+        pace.rounds,
+        pace.slice.as_millis()
+    );
+    println!(
+        "| workload | workers | tickwheel | ns | peer | ns | tickwheel ÷ peer | range | target |"
+    );
+    println!("|---|---:|---|---:|---|---:|---:|---|---|");
+    for workers in WORKERS {
+        alternate(
+            "owner_start_cancel",
+            workers,
+            vec![
+                on_threads::<OwnerStartCancel<false>>("tickwheel-embedded", workers),
+                on_threads::<OwnerStartCancel<false, true>>(
+                    "tickwheel-embedded-capture16",
+                    workers,
+                ),
+                on_threads::<MutexPerWorker<true>>("mutex-wheel-per-worker+clock", workers),
+                on_tasks::<TokioStartCancel<false>>("tokio-sleep", workers),
+            ],
+            &[
+                target("tickwheel-embedded", "mutex-wheel-per-worker+clock", 1.0),
+                beside(
+                    "tickwheel-embedded-capture16",
+                    "mutex-wheel-per-worker+clock",
+                ),
+                beside("tickwheel-embedded", "tokio-sleep"),
+            ],
+            pace,
+        );
+    }
+    for workers in WORKERS {
+        alternate(
+            "nonowner_start_cancel",
+            workers,
+            vec![
+                on_threads::<NonOwnerStartCancel>("tickwheel-threads", workers),
+                on_tasks::<TokioStartCancel<false>>("tokio-sleep", workers),
+                on_threads::<ShardedMutexSpread>("sharded-mutex-wheel", workers),
+            ],
+            &[
+                target("tickwheel-threads", "tokio-sleep", 0.5),
+                beside("tickwheel-threads", "sharded-mutex-wheel"),
+            ],
+            pace,
+        );
+    }
+    for workers in WORKERS {
+        alternate(
+            "restart_owner",
+            workers,
+            vec![
+                on_threads::<Restarts<true>>("tickwheel-embedded", workers),
+                on_tasks::<TokioReset>("tokio-sleep-reset", workers),
+                on_threads::<TwoMisses>("two-dependent-misses", workers),
+            ],
+            &[
+                target("tickwheel-embedded", "tokio-sleep-reset", 0.5),
+                beside("tickwheel-embedded", "two-dependent-misses"),
+            ],
+            pace,
+        );
+    }
+    for workers in WORKERS {
+        alternate(
+            "restart_nonowner",
+            workers,
+            vec![
+                on_threads::<Restarts<false>>("tickwheel-threads", workers),
+                on_tasks::<TokioReset>("tokio-sleep-reset", workers),
+            ],
+            &[target("tickwheel-threads", "tokio-sleep-reset", 1.0 / 1.5)],
+            pace,
+        );
+    }
+    for threads in CROSS_THREADS {
+        alternate(
+            "cross_stop",
+            threads,
+            vec![
+                on_threads::<CrossJob<CrossEmbedded>>("tickwheel-embedded", threads),
+                on_threads::<CrossJob<CrossShardedMutex>>("sharded-mutex-wheel", threads),
+                on_tasks::<TokioCross>("tokio-sleep", threads),
+            ],
+            &[
+                target("tickwheel-embedded", "sharded-mutex-wheel", 1.0),
+                beside("tickwheel-embedded", "tokio-sleep"),
+            ],
+            pace,
+        );
     }
 }
 
@@ -1311,6 +1581,13 @@ fn main() {
         latency(if bench_mode { LATENCY_ROUNDS } else { 8 });
         return;
     }
+    let targets_only = args
+        .iter()
+        .any(|a| !a.starts_with('-') && a.contains("targets"));
+    if targets_only {
+        targets(&if bench_mode { TARGET_PACE } else { TEST_PACE });
+        return;
+    }
     let mut c = Criterion::default()
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
@@ -1319,7 +1596,8 @@ fn main() {
     criterion_groups(&mut c);
     c.final_summary();
     if !bench_mode {
-        // Test mode: make sure the latency part runs too, briefly.
+        // Test mode: make sure the latency and target parts run too, briefly.
         latency(8);
+        targets(&TEST_PACE);
     }
 }
