@@ -26,8 +26,10 @@
 //! `service_vs_tokio/restart_nonowner`). The last argument is the thread
 //! count.
 //!
-//! `cross-stop` is START on the owner and STOP on another owner's thread
-//! (`service_vs_tokio/cross_stop/tickwheel-embedded/2`).
+//! `cross-stop` is START on the owner and STOP on another owner's thread,
+//! each thread handing its batches to the next in a ring
+//! (`service_vs_tokio/cross_stop/tickwheel-embedded/{threads}`; 2 threads
+//! unless a count follows). Its time is per operation per thread.
 //!
 //! ```sh
 //! cargo run --release --example owner_ops -- start-cancel 1000000
@@ -35,7 +37,7 @@
 //! cargo run --release --example owner_ops -- restart 500000
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
 //! cargo run --release --example owner_ops -- remote-restart 3000000 1
-//! cargo run --release --example owner_ops -- cross-stop 2000000
+//! cargo run --release --example owner_ops -- cross-stop 2000000 8
 //! ```
 
 use std::hint::black_box;
@@ -51,17 +53,19 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage("the operation count must be a positive integer"),
     };
-    if mode == "cross-stop" {
-        cross_stop(ops);
-        return;
-    }
-    if mode == "remote-restart" || mode == "remote-start-cancel" {
+    if mode == "remote-restart" || mode == "remote-start-cancel" || mode == "cross-stop" {
         let threads: usize = match args.next().map(|n| n.parse()) {
+            None if mode == "cross-stop" => 2,
             None => 1,
             Some(Ok(n)) if n > 0 => n,
             Some(_) => usage("the thread count must be a positive integer"),
         };
-        if mode == "remote-restart" {
+        if mode == "cross-stop" {
+            if threads < 2 {
+                usage("cross-stop needs at least 2 threads");
+            }
+            cross_stop(ops, threads);
+        } else if mode == "remote-restart" {
             remote_restart(ops, threads);
         } else {
             remote_start_cancel(ops, threads);
@@ -229,24 +233,25 @@ fn remote_start_cancel(ops: u64, threads: usize) {
 /// this 2-core guest the same binary runs in two modes, with every phase,
 /// the purely local START included, twice as slow in one of them, and the
 /// waits tens of times per round).
-fn cross_stop(ops: u64) {
+fn cross_stop(ops: u64, threads: usize) {
     use std::collections::VecDeque;
     use std::sync::Mutex;
     const BATCH: usize = 256;
     const DEPTH: usize = 4;
     let service = TimerService::builder()
-        .shards(2)
+        .shards(threads)
         .driver(Driver::Embedded)
         .build()
         .expect("an embedded service");
-    let mail: [Mutex<VecDeque<Vec<tickwheel::Timer>>>; 2] = Default::default();
+    let mail: Vec<Mutex<VecDeque<Vec<tickwheel::Timer>>>> =
+        (0..threads).map(|_| Mutex::default()).collect();
     let rounds = ops.div_ceil(BATCH as u64);
-    let start = std::sync::Barrier::new(3);
+    let start = std::sync::Barrier::new(threads + 1);
     let waits = std::sync::atomic::AtomicU64::new(0);
     // Time inside the owners' polls, which take in the other thread's stops.
     let polling = std::sync::atomic::AtomicU64::new(0);
     let begin = std::thread::scope(|scope| {
-        for t in 0..2 {
+        for t in 0..threads {
             let (service, start, mail, waits, polling) =
                 (&service, &start, &mail, &waits, &polling);
             scope.spawn(move || {
@@ -265,12 +270,12 @@ fn cross_stop(ops: u64) {
                 };
                 for _ in 0..DEPTH {
                     let first = batch();
-                    mail[1 - t].lock().unwrap().push_back(first);
+                    mail[(t + 1) % threads].lock().unwrap().push_back(first);
                 }
                 start.wait();
                 for _ in 0..rounds {
                     let next = batch();
-                    mail[1 - t].lock().unwrap().push_back(next);
+                    mail[(t + 1) % threads].lock().unwrap().push_back(next);
                     let mine = loop {
                         if let Some(mine) = mail[t].lock().unwrap().pop_front() {
                             break mine;
@@ -297,14 +302,18 @@ fn cross_stop(ops: u64) {
         start.wait();
         begin
     });
-    report("cross-stop, 2 threads", rounds * BATCH as u64, begin);
+    report(
+        &format!("cross-stop, {threads} threads"),
+        rounds * BATCH as u64,
+        begin,
+    );
     println!(
         "  a thread found its mailbox empty {} times in {rounds} rounds",
         waits.into_inner()
     );
     println!(
         "  polls (taking in the other thread's stops): {:.1} ns per stop",
-        polling.into_inner() as f64 / (2 * rounds * BATCH as u64) as f64
+        polling.into_inner() as f64 / (threads as u64 * rounds * BATCH as u64) as f64
     );
 }
 
@@ -314,6 +323,6 @@ fn report(mode: &str, ops: u64, begin: Instant) {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel | cross-stop] [operations] [threads]");
+    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel | remote-restart | cross-stop] [operations] [threads]");
     std::process::exit(2);
 }
