@@ -72,7 +72,13 @@
 //!   restart reads the clock for its deadline (`Instant::now()` turned into
 //!   a 1 ms tick, rounded up), as the service and tokio do and as a caller
 //!   scheduling by wall time must: it shows how much of the service's gap to
-//!   the mutex is that clock read.
+//!   the mutex is that clock read. `sharded-mutex-wheel+clock` is the same
+//!   for the sharded peer in `cross_stop`.
+//! * `targets` (run as `cargo bench --bench service_vs_tokio -- targets`,
+//!   not by criterion): the rows the service's speed targets name, each
+//!   group's implementations alive at once and taking turns in ~100 ms
+//!   slices for 15 rounds; the ratio is the median of the per-round ratios,
+//!   so a drift of the machine's speed between rounds cancels out.
 //! * `wheel-per-worker`: a bare `Wheel` per worker, no lock: the ceiling.
 //! * `two-dependent-misses` (restart rows): no timer at all, only what
 //!   reaching a timer through the caller's handle and changing it in one
@@ -91,6 +97,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
+use crossbeam_utils::CachePadded;
 use tickwheel::{Driver, ShardGuard, Timer, TimerKey, TimerService, Wheel};
 use tokio::runtime::Runtime;
 use tokio::time::Sleep;
@@ -136,9 +143,9 @@ impl Rng {
     }
 }
 
-/// One lock per pair of cache lines, so neighbouring locks share no line.
-#[repr(align(128))]
-struct Padded<T>(T);
+/// One lock per padded line (crossbeam's `CachePadded`: two lines on
+/// x86_64), so neighbouring locks share no line.
+type Padded<T> = CachePadded<T>;
 
 /// Sleeps are registered by a poll; nothing ever needs waking in these
 /// benches. (`Waker::noop` is newer than the crate's minimum Rust.)
@@ -175,7 +182,9 @@ fn threaded(shards: usize) -> TimerService {
 }
 
 fn mutex_wheels(n: usize) -> Vec<Padded<Mutex<Wheel<usize>>>> {
-    (0..n).map(|_| Padded(Mutex::new(Wheel::new()))).collect()
+    (0..n)
+        .map(|_| CachePadded::new(Mutex::new(Wheel::new())))
+        .collect()
 }
 
 /// Process CPU time (all threads), for the `-cpu` variants.
@@ -541,7 +550,7 @@ impl<const CLOCK: bool> ThreadJob for MutexPerWorker<CLOCK> {
         Rng::new(t as u64 + 1)
     }
     fn run(&self, rng: &mut Rng, t: usize, rounds: u64) {
-        let wheel = &self.0[t].0;
+        let wheel: &Mutex<Wheel<usize>> = &self.0[t];
         for _ in 0..rounds * BATCH as u64 {
             let delay_ms = rng.delay_ms();
             let ticks = if CLOCK {
@@ -579,7 +588,7 @@ impl ThreadJob for ShardedMutexSpread {
     fn run(&self, (rng, next): &mut (Rng, usize), _: usize, rounds: u64) {
         for _ in 0..rounds * BATCH as u64 {
             *next = (*next + 1) % self.0.len();
-            let wheel = &self.0[*next].0;
+            let wheel: &Mutex<Wheel<usize>> = &self.0[*next];
             let key = wheel.lock().unwrap().insert(rng.delay_ms(), 0);
             black_box(wheel.lock().unwrap().cancel(key));
         }
@@ -737,7 +746,7 @@ impl<const CLOCK: bool> ThreadJob for MutexRestart<CLOCK> {
     }
     fn state(&self, t: usize) -> Self::State {
         let mut rng = Rng::new(t as u64 + 1);
-        let mut wheel = self.0[t].0.lock().unwrap();
+        let mut wheel = self.0[t].lock().unwrap();
         let idle = IDLE.as_millis() as u64;
         let conns = (0..CONNS)
             .map(|_| wheel.insert(idle + rng.below(1000), 0))
@@ -745,7 +754,7 @@ impl<const CLOCK: bool> ThreadJob for MutexRestart<CLOCK> {
         (conns, rng, Instant::now())
     }
     fn run(&self, (conns, rng, epoch): &mut Self::State, t: usize, rounds: u64) {
-        let wheel = &self.0[t].0;
+        let wheel: &Mutex<Wheel<usize>> = &self.0[t];
         let idle = IDLE.as_millis() as u64;
         for _ in 0..rounds {
             let now = epoch.elapsed().as_millis() as u64;
@@ -836,10 +845,33 @@ impl Cross for CrossShardedMutex {
         t
     }
     fn start(&self, shard: &mut usize, delay_ms: u64) -> (usize, TimerKey) {
-        (*shard, self.0[*shard].0.lock().unwrap().insert(delay_ms, 0))
+        (*shard, self.0[*shard].lock().unwrap().insert(delay_ms, 0))
     }
     fn stop(&self, _: &mut usize, (shard, key): (usize, TimerKey)) {
-        black_box(self.0[shard].0.lock().unwrap().cancel(key));
+        black_box(self.0[shard].lock().unwrap().cancel(key));
+    }
+}
+
+/// [`CrossShardedMutex`] computing each deadline from the clock, as a timer
+/// that is never early must (the service and tokio do): the same peer with
+/// the cost of a clock read per START.
+struct CrossShardedMutexClock(Vec<Padded<Mutex<Wheel<usize>>>>, Instant);
+
+impl Cross for CrossShardedMutexClock {
+    type Local = usize;
+    type Key = (usize, TimerKey);
+    fn new(threads: usize) -> Self {
+        CrossShardedMutexClock(mutex_wheels(threads), Instant::now())
+    }
+    fn local(&self, t: usize) -> usize {
+        t
+    }
+    fn start(&self, shard: &mut usize, delay_ms: u64) -> (usize, TimerKey) {
+        let ticks = clock_ticks(self.1, delay_ms);
+        (*shard, self.0[*shard].lock().unwrap().insert(ticks, 0))
+    }
+    fn stop(&self, _: &mut usize, (shard, key): (usize, TimerKey)) {
+        black_box(self.0[shard].lock().unwrap().cancel(key));
     }
 }
 
@@ -848,7 +880,7 @@ type Mailboxes<K> = Vec<Padded<Mutex<VecDeque<Vec<K>>>>>;
 
 fn mailboxes<K>(threads: usize) -> Mailboxes<K> {
     (0..threads)
-        .map(|_| Padded(Mutex::new(VecDeque::new())))
+        .map(|_| CachePadded::new(Mutex::new(VecDeque::new())))
         .collect()
 }
 
@@ -929,7 +961,7 @@ impl<C: Cross> ThreadJob for CrossJob<C> {
             samples: Samples::default(),
             local: self.shared.local(t),
         };
-        let next = &self.mail[(t + 1) % self.mail.len()].0;
+        let next: &Mutex<_> = &self.mail[(t + 1) % self.mail.len()];
         for _ in 0..DEPTH {
             let batch = (0..BATCH)
                 .map(|_| self.shared.start(&mut s.local, s.rng.delay_ms()))
@@ -943,12 +975,11 @@ impl<C: Cross> ThreadJob for CrossJob<C> {
         for _ in 0..rounds {
             let batch = (0..BATCH).map(|_| self.start_one(s)).collect();
             self.mail[(t + 1) % threads]
-                .0
                 .lock()
                 .unwrap()
                 .push_back(batch);
             let mine = loop {
-                if let Some(batch) = self.mail[t].0.lock().unwrap().pop_front() {
+                if let Some(batch) = self.mail[t].lock().unwrap().pop_front() {
                     break batch;
                 }
                 s.samples.waits += 1;
@@ -1006,7 +1037,7 @@ impl TaskJob for TokioCross {
             waker: noop_waker(),
             samples: Samples::default(),
         };
-        let next = &self.mail[(t + 1) % self.mail.len()].0;
+        let next: &Mutex<_> = &self.mail[(t + 1) % self.mail.len()];
         for _ in 0..DEPTH {
             let batch = (0..BATCH).map(|_| self.start_one(&mut s)).collect();
             next.lock().unwrap().push_back(batch);
@@ -1019,12 +1050,11 @@ impl TaskJob for TokioCross {
         for _ in 0..rounds {
             let batch = (0..BATCH).map(|_| self.start_one(s)).collect();
             self.mail[(t + 1) % threads]
-                .0
                 .lock()
                 .unwrap()
                 .push_back(batch);
             let mine = loop {
-                let popped = self.mail[t].0.lock().unwrap().pop_front();
+                let popped = self.mail[t].lock().unwrap().pop_front();
                 match popped {
                     Some(batch) => break batch,
                     None => {
@@ -1158,7 +1188,7 @@ fn latency_tokio(threads: usize, rounds: u64) {
         }
         // Sleeps left in the mailboxes go while the runtime runs.
         for mailbox in &job.mail {
-            mailbox.0.lock().unwrap().clear();
+            mailbox.lock().unwrap().clear();
         }
         all
     });
@@ -1193,6 +1223,7 @@ fn latency(rounds: u64) {
         latency_threads::<CrossThreads>("tickwheel-threads", threads, rounds);
         latency_tokio(threads, rounds);
         latency_threads::<CrossShardedMutex>("sharded-mutex-wheel", threads, rounds);
+        latency_threads::<CrossShardedMutexClock>("sharded-mutex-wheel+clock", threads, rounds);
     }
 }
 
@@ -1358,7 +1389,9 @@ fn alternate(
 }
 
 /// The issue's targets for the service, each read from alternating rounds.
-fn targets(pace: &Pace) {
+/// `only`: run just the groups whose name contains it.
+fn targets(pace: &Pace, only: Option<&str>) {
+    let wanted = |group: &str| only.is_none_or(|only| group.contains(only));
     println!(
         "\nservice_vs_tokio/targets: ns per operation per worker (cross_stop: per start/stop pair per thread), \
          medians of {} alternating rounds of about {} ms per implementation; ratio = median of the per-round ratios\n",
@@ -1369,7 +1402,7 @@ fn targets(pace: &Pace) {
         "| workload | workers | tickwheel | ns | peer | ns | tickwheel ÷ peer | range | target |"
     );
     println!("|---|---:|---|---:|---|---:|---:|---|---|");
-    for workers in WORKERS {
+    for workers in WORKERS.into_iter().filter(|_| wanted("owner_start_cancel")) {
         alternate(
             "owner_start_cancel",
             workers,
@@ -1393,7 +1426,10 @@ fn targets(pace: &Pace) {
             pace,
         );
     }
-    for workers in WORKERS {
+    for workers in WORKERS
+        .into_iter()
+        .filter(|_| wanted("nonowner_start_cancel"))
+    {
         alternate(
             "nonowner_start_cancel",
             workers,
@@ -1409,7 +1445,7 @@ fn targets(pace: &Pace) {
             pace,
         );
     }
-    for workers in WORKERS {
+    for workers in WORKERS.into_iter().filter(|_| wanted("restart_owner")) {
         alternate(
             "restart_owner",
             workers,
@@ -1425,7 +1461,7 @@ fn targets(pace: &Pace) {
             pace,
         );
     }
-    for workers in WORKERS {
+    for workers in WORKERS.into_iter().filter(|_| wanted("restart_nonowner")) {
         alternate(
             "restart_nonowner",
             workers,
@@ -1437,17 +1473,22 @@ fn targets(pace: &Pace) {
             pace,
         );
     }
-    for threads in CROSS_THREADS {
+    for threads in CROSS_THREADS.into_iter().filter(|_| wanted("cross_stop")) {
         alternate(
             "cross_stop",
             threads,
             vec![
                 on_threads::<CrossJob<CrossEmbedded>>("tickwheel-embedded", threads),
                 on_threads::<CrossJob<CrossShardedMutex>>("sharded-mutex-wheel", threads),
+                on_threads::<CrossJob<CrossShardedMutexClock>>(
+                    "sharded-mutex-wheel+clock",
+                    threads,
+                ),
                 on_tasks::<TokioCross>("tokio-sleep", threads),
             ],
             &[
                 target("tickwheel-embedded", "sharded-mutex-wheel", 1.0),
+                beside("tickwheel-embedded", "sharded-mutex-wheel+clock"),
                 beside("tickwheel-embedded", "tokio-sleep"),
             ],
             pace,
@@ -1565,6 +1606,11 @@ fn criterion_groups(c: &mut Criterion) {
         group.throughput(Throughput::Elements(threads as u64));
         bench_tasks::<TokioCross>(&mut group, "tokio-sleep", threads, Measure::Wall);
         bench_cross_threads::<CrossShardedMutex>(&mut group, "sharded-mutex-wheel", threads);
+        bench_cross_threads::<CrossShardedMutexClock>(
+            &mut group,
+            "sharded-mutex-wheel+clock",
+            threads,
+        );
     }
     group.finish();
 }
@@ -1581,11 +1627,15 @@ fn main() {
         latency(if bench_mode { LATENCY_ROUNDS } else { 8 });
         return;
     }
-    let targets_only = args
+    // `targets [GROUP]`: the alternating-rounds harness, all groups or one.
+    let words: Vec<&str> = args
         .iter()
-        .any(|a| !a.starts_with('-') && a.contains("targets"));
-    if targets_only {
-        targets(&if bench_mode { TARGET_PACE } else { TEST_PACE });
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    if let Some(at) = words.iter().position(|w| *w == "targets") {
+        let pace = if bench_mode { TARGET_PACE } else { TEST_PACE };
+        targets(&pace, words.get(at + 1).copied());
         return;
     }
     let mut c = Criterion::default()
@@ -1598,6 +1648,6 @@ fn main() {
     if !bench_mode {
         // Test mode: make sure the latency and target parts run too, briefly.
         latency(8);
-        targets(&TEST_PACE);
+        targets(&TEST_PACE, None);
     }
 }

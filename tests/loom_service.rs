@@ -765,6 +765,43 @@ fn sleeping_owner_vs_two_stops() {
     });
 }
 
+/// The reclaim bound falling between two polls against a stop that judges
+/// by it (CONTRACT 13 and 21). At its first poll the owner holds four
+/// timers, so the bound it publishes for the stoppers is 4 / 3 = 1 queued
+/// stop (`RECLAIM_MIN` is 0 under loom); it then cancels three itself, and
+/// its next poll lowers the bound to 0 while another thread stops the
+/// fourth. That stop, judged by the old bound, neither wakes the owner nor
+/// asks it to stay up; the owner, which stores the new bound and then reads
+/// how many stops are queued, must see the stop there: a store followed by
+/// a load on another location, against the stopper's push followed by its
+/// load of the bound, is a Dekker handshake, and without a SeqCst store and
+/// fence between the owner's two steps (a Relaxed store is free to pass the
+/// load on x86 too) both sides can miss each other, the owner sleeps, and
+/// the stopped slot is not reclaimed (a deadlock here).
+#[test]
+fn sleeping_owner_vs_stop_judged_by_an_older_bound() {
+    model("sleeping_owner_vs_stop_judged_by_an_older_bound", || {
+        let (service, mut guard, wakes) = sleeping_owner();
+        let probe = std::sync::Arc::new(Probe::default());
+        let own: Vec<_> = (0..3)
+            .map(|_| service.start(TICK * 100, |_| {}).unwrap())
+            .collect();
+        let stopped = service
+            .start(TICK * 100, counting_callback(&probe))
+            .unwrap();
+        guard.poll().unwrap();
+        for timer in own {
+            assert_eq!(timer.cancel(), Stop::Cancelled);
+        }
+        let producer = spawn_producer(move || assert_eq!(stopped.cancel(), Stop::Cancelled));
+        let sleeps = owner_loop(&mut guard, &wakes, |_| probe.drops.load(SeqCst) == 1);
+        producer.join();
+        assert_one_wake_per_sleep(&wakes, sleeps);
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        drop(service);
+    });
+}
+
 /// Two stops from two threads at once against one sleep: both need the
 /// owner (a stop must be reclaimed promptly), and both may see the same
 /// published sleep; only the one whose CAS of the sleep deadline to AWAKE

@@ -281,13 +281,30 @@ impl RemoteQueue {
     }
 
     /// Owner side (at the end of a poll, or of a helper's operation): its
-    /// wheel holds `linked` entries. Relaxed: a hint for the stoppers'
-    /// wake decision, not for what they may touch.
+    /// wheel holds `linked` entries.
+    ///
+    /// A lower bound is a Dekker handshake with the stoppers: the owner
+    /// stores it and then reads how many are queued (`len`, in
+    /// `Shard::next_deadline`); a stopper pushes and then reads the bound
+    /// (`reclaim_due`). A stop judged by the older, higher bound neither
+    /// wakes the owner nor asks it to stay up, so one side must see the
+    /// other's store: SeqCst on all four accesses (and under loom, which
+    /// models SeqCst accesses as AcqRel, the SeqCst fences of
+    /// `handshake_fence`). With a Relaxed store here the owner's load may
+    /// pass it (on x86 too) and both miss: loom
+    /// `sleeping_owner_vs_stop_judged_by_an_older_bound` deadlocks. A
+    /// bound that stays or rises needs none of that (only the owner writes
+    /// it, and a stopper that reads the older, lower one wakes it early at
+    /// worst), which keeps the xchg off most polls.
     pub(crate) fn set_linked(&self, linked: usize) {
-        let above = u64::from(RECLAIM_MIN) + linked as u64 / 3;
-        self.line
-            .reclaim_above
-            .store(above.min(u64::from(u32::MAX)) as u32, Ordering::Relaxed);
+        let above = (u64::from(RECLAIM_MIN) + linked as u64 / 3).min(u64::from(u32::MAX)) as u32;
+        let bound = &self.line.reclaim_above;
+        if above < bound.load(Ordering::Relaxed) {
+            bound.store(above, Ordering::SeqCst);
+            crate::sync::handshake_fence();
+        } else {
+            bound.store(above, Ordering::Relaxed);
+        }
     }
 
     /// Whether `queued` stopped timers waiting on this queue call for their
@@ -296,9 +313,16 @@ impl RemoteQueue {
     /// the live ones (plus `1.5 * RECLAIM_MIN`) while the owner sleeps, so
     /// slots stay within 1.5 times the armed timers plus a constant per
     /// shard (CONTRACT 13).
+    ///
+    /// A stopper calls this after its push: SeqCst, and the fence, for the
+    /// handshake with a falling bound (see [`set_linked`](Self::set_linked)).
+    /// loom does not catch a Relaxed load here (its SeqCst push acts as a
+    /// fence in the model), but the language's memory model and AArch64
+    /// (a plain load may pass a store-release) do not promise that.
     #[inline]
     pub(crate) fn reclaim_due(&self, queued: u32) -> bool {
-        queued > self.line.reclaim_above.load(Ordering::Relaxed)
+        crate::sync::handshake_fence();
+        queued > self.line.reclaim_above.load(Ordering::SeqCst)
     }
 
     /// How many slots are queued.
