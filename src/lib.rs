@@ -77,6 +77,7 @@ mod error;
 // on) and the C ABI's own tests need them.
 #[cfg(feature = "capi")]
 pub mod ffi;
+pub mod future;
 pub mod schemes;
 pub mod service;
 pub mod sim;

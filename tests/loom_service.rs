@@ -1273,3 +1273,64 @@ fn owner_restart_vs_remote_restart() {
         }
     });
 }
+
+// ---------------------------------------------------------------------------
+// Futures (`tickwheel::future`): the task's waker vs the owner's fire.
+
+/// A waker that counts its wakes (outside the model: it only records).
+struct CountingWake(AtomicUsize);
+
+impl std::task::Wake for CountingWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+fn counting_waker() -> (std::task::Waker, std::sync::Arc<CountingWake>) {
+    let count = std::sync::Arc::new(CountingWake(AtomicUsize::new(0)));
+    (count.clone().into(), count)
+}
+
+/// A sleep polled on a new worker (a new waker) while its shard's owner
+/// fires it (`src/future/waker_cell.rs`): either that poll sees the fire
+/// (Ready) or the waker it left is woken. A lost wake (the owner woke the
+/// old waker, or found the cell busy and nobody woke the new one) leaves
+/// the task asleep for ever. Fails ("never woken") with the re-check of
+/// the fire count after registering removed (`Sleep::poll`). Passes with
+/// the registering poll's hand-back removed (`WakerCell::register`): the
+/// fire counts before it wakes, so the re-check sees any fire whose wake
+/// met a registering poll; the hand-back is kept for the cell's own
+/// contract (a wake is never dropped), which the re-check does not need.
+#[test]
+fn sleep_poll_vs_fire_vs_waker_change() {
+    model("sleep_poll_vs_fire_vs_waker_change", || {
+        let (service, mut guard, clock) = service();
+        let (first, _) = counting_waker();
+        let (second, second_count) = counting_waker();
+        let mut sleep = service.sleep(TICK);
+        let poll = |sleep: &mut tickwheel::future::Sleep, waker: &std::task::Waker| {
+            std::future::Future::poll(
+                std::pin::Pin::new(sleep),
+                &mut std::task::Context::from_waker(waker),
+            )
+        };
+        assert!(poll(&mut sleep, &first).is_pending());
+        let task = thread::spawn(move || {
+            let polled = poll(&mut sleep, &second);
+            (polled, sleep)
+        });
+        // Without it loom runs the task only at the join.
+        thread::yield_now();
+        clock.advance(TICK * 10);
+        guard.poll().unwrap();
+        let (polled, sleep) = task.join().unwrap();
+        if polled.is_pending() {
+            assert!(
+                second_count.0.load(SeqCst) >= 1,
+                "the task's current waker was never woken"
+            );
+        }
+        assert!(sleep.is_elapsed());
+        drop(sleep);
+    });
+}

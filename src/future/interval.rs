@@ -1,0 +1,191 @@
+//! [`Interval`]: ticks on a drift-free grid (`start`, `start + period`, ...)
+//! from a periodic timer of a [`TimerService`] shard.
+//!
+//! # Who owns what
+//!
+//! The periodic timer's callback adds the periods it stands for (one, plus
+//! the overruns when its owner was late) to the shared [`Fired`] count and
+//! wakes the task; the interval counts how many it has handed out
+//! (`taken`). Each tick's instant is computed on the grid, so lateness never
+//! shifts later ticks (unless [`MissedTickBehavior::Delay`] asks for that).
+//! A reset or a delay re-arms a *new* timer with a new count: the old
+//! timer's callback may still be adding to the old count, and a count of
+//! periods cannot tell its late one from a new one.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::sleep::{deadline_after, Fired};
+use crate::sync::Arc;
+use crate::{Timer, TimerService, TimerSpec};
+
+/// What [`Interval::tick`] does after ticks were missed (the task was not
+/// polled, or the shard's owner was late, for more than a period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MissedTickBehavior {
+    /// Hand out every missed tick at once, one per call, then go on on the
+    /// original grid.
+    #[default]
+    Burst,
+    /// Hand out one tick for all the missed ones, then go on on the
+    /// original grid.
+    Skip,
+    /// Hand out one tick for all the missed ones, then start a new grid one
+    /// period after that call.
+    Delay,
+}
+
+/// A stream of ticks every `period`: see [`TimerService::interval`].
+///
+/// Nothing is armed until the first [`tick`](Self::tick) is polled.
+/// Dropping it stops its timer.
+pub struct Interval {
+    service: TimerService,
+    period: Duration,
+    /// The instant of grid point 0 (the first tick).
+    start: Instant,
+    behavior: MissedTickBehavior,
+    armed: Option<(Timer, Arc<Fired>)>,
+    /// Periods handed out from the current grid (grid point `taken` is the
+    /// next tick).
+    taken: u32,
+}
+
+impl Interval {
+    pub(crate) fn new(service: TimerService, start: Instant, period: Duration) -> Self {
+        assert!(
+            !period.is_zero(),
+            "tickwheel: an interval's period must be > 0"
+        );
+        Interval {
+            service,
+            period,
+            start,
+            behavior: MissedTickBehavior::default(),
+            armed: None,
+            taken: 0,
+        }
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// What happens to missed ticks.
+    pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
+        self.behavior
+    }
+
+    /// Sets what happens to missed ticks.
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.behavior = behavior;
+    }
+
+    /// Completes at the next tick, with the instant that tick was due at on
+    /// the grid (never after the moment it completes).
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Starts a new grid: the next tick is one period from now.
+    pub fn reset(&mut self) {
+        self.rearm(deadline_after(Instant::now(), self.period));
+    }
+
+    /// Polls for the next tick (for hand-written futures and streams).
+    ///
+    /// # Panics
+    /// After the service has shut down.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        let Some((_, fired)) = &self.armed else {
+            // The first tick: due now if `start` has passed, which needs no
+            // timer; the timer then starts at the second.
+            let now = Instant::now();
+            if self.start <= now {
+                self.arm(1);
+                self.taken = 1;
+                return Poll::Ready(self.start);
+            }
+            self.arm(0);
+            return self.poll_tick(cx);
+        };
+        let mut due = fired.count();
+        if due == self.taken {
+            fired.register(cx.waker());
+            due = fired.count();
+            if due == self.taken {
+                return Poll::Pending;
+            }
+        }
+        let tick = self.grid(self.taken);
+        match self.behavior {
+            MissedTickBehavior::Burst => self.taken = self.taken.wrapping_add(1),
+            MissedTickBehavior::Skip => self.taken = due,
+            MissedTickBehavior::Delay => {
+                if due.wrapping_sub(self.taken) > 1 {
+                    self.rearm(deadline_after(Instant::now(), self.period));
+                } else {
+                    self.taken = due;
+                }
+            }
+        }
+        // Skip hands out the latest missed tick's instant.
+        let tick = match self.behavior {
+            MissedTickBehavior::Skip => self.grid(due.wrapping_sub(1)),
+            _ => tick,
+        };
+        Poll::Ready(tick)
+    }
+
+    /// The instant of grid point `n`.
+    fn grid(&self, n: u32) -> Instant {
+        self.period
+            .checked_mul(n)
+            .and_then(|offset| self.start.checked_add(offset))
+            .unwrap_or_else(|| super::sleep::far_future(self.start))
+    }
+
+    /// Arms a periodic timer whose first fire is grid point `first`; its
+    /// fires are counted from `first`.
+    fn arm(&mut self, first: u32) {
+        let fired = Fired::new();
+        let for_callback = fired.clone();
+        let spec = TimerSpec::at(self.grid(first)).every(self.period);
+        let timer = self
+            .service
+            .schedule(spec, move |expiry| {
+                let periods = expiry.overruns().saturating_add(1);
+                for_callback.fire(u32::try_from(periods).unwrap_or(u32::MAX / 4));
+            })
+            .unwrap_or_else(|error| panic!("tickwheel: Interval polled: {error}"));
+        // Counting from `first` (the fires so far are the grid points
+        // before it): `taken` starts there.
+        if first > 0 {
+            fired.fire(first);
+        }
+        self.armed = Some((timer, fired));
+    }
+
+    /// A new grid whose point 0 is `start`, with a new timer; the old one
+    /// is stopped when its handle drops here.
+    fn rearm(&mut self, start: Instant) {
+        self.start = start;
+        self.taken = 0;
+        self.armed = None;
+        self.arm(0);
+    }
+}
+
+impl fmt::Debug for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Interval")
+            .field("period", &self.period)
+            .field("start", &self.start)
+            .field("behavior", &self.behavior)
+            .field("taken", &self.taken)
+            .finish()
+    }
+}

@@ -1,0 +1,318 @@
+//! The futures of `tickwheel::future` (`Sleep`, `Timeout`, `Interval`) as an
+//! executor drives them: never complete early, wake their task from the
+//! shard owner, replace a changed waker without losing a wake, arm nothing
+//! until polled, and stop their timer when dropped.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use tickwheel::future::MissedTickBehavior;
+use tickwheel::{Clock, Driver, ManualClock, ShardGuard, TimerService};
+
+/// Wakes by unparking the thread that made it, and counts its wakes.
+struct Unpark {
+    thread: std::thread::Thread,
+    wakes: AtomicUsize,
+}
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+fn unpark_waker() -> (Waker, Arc<Unpark>) {
+    let unpark = Arc::new(Unpark {
+        thread: std::thread::current(),
+        wakes: AtomicUsize::new(0),
+    });
+    (unpark.clone().into(), unpark)
+}
+
+/// Polls until ready, parking between polls: only a wake gets it going
+/// again (a lost wake shows as a hang, which the 10 s bound turns into a
+/// failure).
+fn block_on<F: Future>(future: F) -> F::Output {
+    let (waker, _) = unpark_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    let began = Instant::now();
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park_timeout(Duration::from_secs(10));
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "no wake within 10 s"
+        );
+    }
+}
+
+fn threaded() -> TimerService {
+    TimerService::builder()
+        .shards(2)
+        .tick(Duration::from_millis(1))
+        .driver(Driver::Threads { pin: false })
+        .build()
+        .unwrap()
+}
+
+/// An embedded one-shard service on a manual clock, its owner guard and the
+/// clock: the test moves time and polls.
+fn manual() -> (TimerService, ShardGuard, ManualClock) {
+    let clock = ManualClock::new();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(Duration::from_millis(1))
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock.clone()))
+        .build()
+        .unwrap();
+    let guard = service.claim_shard(0).unwrap();
+    (service, guard, clock)
+}
+
+fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn sleeps_complete_never_before_their_deadline_on_any_thread() {
+    let service = threaded();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let service = service.clone();
+            std::thread::spawn(move || {
+                for i in 0..40u64 {
+                    let delay = Duration::from_micros(300 * ((i * 7 + t) % 13));
+                    let sleep = service.sleep(delay);
+                    let deadline = sleep.deadline();
+                    block_on(sleep);
+                    let now = Instant::now();
+                    assert!(
+                        now >= deadline,
+                        "a sleep completed {:?} early",
+                        deadline - now
+                    );
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+#[test]
+fn a_sleep_dropped_unpolled_arms_nothing_and_a_dropped_one_stops() {
+    let (service, mut guard, _clock) = manual();
+    let sleep = service.sleep(Duration::from_secs(5));
+    drop(sleep);
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, 0, "an unpolled sleep armed a timer");
+
+    let (waker, _) = unpark_waker();
+    let mut sleep = service.sleep(Duration::from_secs(5));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, 1);
+    drop(sleep);
+    guard.poll().unwrap();
+    assert_eq!(
+        service.stats().armed,
+        0,
+        "a dropped sleep left its timer armed"
+    );
+}
+
+#[test]
+fn the_owner_fires_wakes_the_task_and_the_sleep_completes() {
+    let (service, mut guard, clock) = manual();
+    let (waker, unpark) = unpark_waker();
+    let mut sleep = service.sleep(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    clock.advance(Duration::from_millis(5));
+    guard.poll().unwrap();
+    assert_eq!(
+        unpark.wakes.load(Ordering::SeqCst),
+        0,
+        "woken before its deadline"
+    );
+    assert!(!sleep.is_elapsed());
+    clock.advance(Duration::from_millis(7));
+    guard.poll().unwrap();
+    assert_eq!(unpark.wakes.load(Ordering::SeqCst), 1);
+    assert!(sleep.is_elapsed());
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+    // Ready again if polled again (a completed sleep stays complete).
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+}
+
+#[test]
+fn a_changed_waker_is_the_one_woken() {
+    let (service, mut guard, clock) = manual();
+    let (first, first_count) = unpark_waker();
+    let (second, second_count) = unpark_waker();
+    let mut sleep = service.sleep(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &first), Poll::Pending);
+    assert_eq!(poll_once(&mut sleep, &second), Poll::Pending);
+    clock.advance(Duration::from_millis(12));
+    guard.poll().unwrap();
+    assert_eq!(first_count.wakes.load(Ordering::SeqCst), 0);
+    assert_eq!(second_count.wakes.load(Ordering::SeqCst), 1);
+    assert_eq!(poll_once(&mut sleep, &second), Poll::Ready(()));
+}
+
+#[test]
+fn reset_moves_the_deadline_later_and_earlier() {
+    let (service, mut guard, clock) = manual();
+    let (waker, unpark) = unpark_waker();
+    let mut sleep = service.sleep(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    sleep.reset_after(Duration::from_millis(30));
+    clock.advance(Duration::from_millis(12));
+    guard.poll().unwrap();
+    assert_eq!(
+        unpark.wakes.load(Ordering::SeqCst),
+        0,
+        "fired at the old deadline"
+    );
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    clock.advance(Duration::from_millis(20));
+    guard.poll().unwrap();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+
+    // Reset after it completed: pending again until the new deadline.
+    sleep.reset_after(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    assert!(!sleep.is_elapsed());
+    clock.advance(Duration::from_millis(12));
+    guard.poll().unwrap();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+}
+
+#[test]
+fn a_reset_of_a_sleep_that_fired_unseen_waits_for_the_new_deadline() {
+    let (service, mut guard, clock) = manual();
+    let (waker, _) = unpark_waker();
+    let mut sleep = service.sleep(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    clock.advance(Duration::from_millis(12));
+    guard.poll().unwrap();
+    // Fired, but the task has not looked yet: the reset re-arms, and the
+    // earlier fire must not count for the new deadline.
+    sleep.reset_after(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    clock.advance(Duration::from_millis(12));
+    guard.poll().unwrap();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+}
+
+#[test]
+fn timeout_elapses_for_a_pending_future_and_not_for_a_ready_one() {
+    let service = threaded();
+    let began = Instant::now();
+    let result = block_on(service.timeout(Duration::from_millis(5), std::future::pending::<()>()));
+    assert!(result.is_err());
+    assert!(began.elapsed() >= Duration::from_millis(5));
+    assert_eq!(result.unwrap_err().to_string(), "deadline has elapsed");
+    let ready = block_on(service.timeout(Duration::from_millis(5), async { 7 }));
+    assert_eq!(ready, Ok(7));
+}
+
+#[test]
+fn a_timeout_around_a_ready_future_arms_nothing() {
+    let (service, mut guard, _clock) = manual();
+    let (waker, _) = unpark_waker();
+    let mut timeout = service.timeout(Duration::from_secs(1), std::future::ready(3));
+    assert_eq!(poll_once(&mut timeout, &waker), Poll::Ready(Ok(3)));
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, 0);
+}
+
+/// Polls `interval`'s next tick once.
+fn tick(interval: &mut tickwheel::future::Interval, waker: &Waker) -> Poll<Instant> {
+    interval.poll_tick(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn an_interval_ticks_at_once_then_on_its_grid() {
+    let (service, mut guard, clock) = manual();
+    let (waker, _) = unpark_waker();
+    let mut interval = service.interval(Duration::from_millis(10));
+    let Poll::Ready(first) = tick(&mut interval, &waker) else {
+        panic!("the first tick is immediate");
+    };
+    assert_eq!(tick(&mut interval, &waker), Poll::Pending);
+    for n in 1..=5u32 {
+        clock.advance(Duration::from_millis(10));
+        guard.poll().unwrap();
+        // The manual clock started a little before `first` (real time
+        // passed while the test set up): at most one tick behind.
+        let mut got = tick(&mut interval, &waker);
+        if got.is_pending() {
+            clock.advance(Duration::from_millis(1));
+            guard.poll().unwrap();
+            got = tick(&mut interval, &waker);
+        }
+        assert_eq!(got, Poll::Ready(first + Duration::from_millis(10) * n));
+        assert_eq!(tick(&mut interval, &waker), Poll::Pending);
+    }
+}
+
+/// An interval that missed three ticks, under each behaviour: how many
+/// ticks the next calls hand out at once, and the grid they continue on.
+fn missed(behavior: MissedTickBehavior) -> (usize, Instant, Instant) {
+    let (service, mut guard, clock) = manual();
+    let (waker, _) = unpark_waker();
+    let start = Instant::now() + Duration::from_millis(10);
+    let mut interval = service.interval_at(start, Duration::from_millis(10));
+    interval.set_missed_tick_behavior(behavior);
+    assert_eq!(tick(&mut interval, &waker), Poll::Pending);
+    clock.advance(Duration::from_millis(45));
+    guard.poll().unwrap();
+    let mut ready = Vec::new();
+    while let Poll::Ready(at) = tick(&mut interval, &waker) {
+        ready.push(at);
+    }
+    let last = *ready.last().unwrap();
+    clock.advance(Duration::from_millis(15));
+    guard.poll().unwrap();
+    let Poll::Ready(next) = tick(&mut interval, &waker) else {
+        panic!("no tick after the missed ones");
+    };
+    (ready.len(), last, next)
+}
+
+#[test]
+fn missed_ticks_burst_skip_or_delay() {
+    let period = Duration::from_millis(10);
+    let (n, last, next) = missed(MissedTickBehavior::Burst);
+    assert_eq!(n, 4, "burst hands out every missed tick");
+    assert_eq!(next, last + period);
+    let (n, last, next) = missed(MissedTickBehavior::Skip);
+    assert_eq!(n, 1, "skip hands out one for all");
+    assert_eq!(next, last + period, "skip stays on the grid");
+    let (n, _, next) = missed(MissedTickBehavior::Delay);
+    assert_eq!(n, 1, "delay hands out one for all");
+    assert!(next > Instant::now() - Duration::from_secs(1));
+}
+
+#[test]
+#[should_panic(expected = "shut down")]
+fn a_sleep_polled_after_shutdown_panics_with_the_reason() {
+    let service = threaded();
+    let mut sleep = service.sleep(Duration::from_millis(1));
+    service.shutdown();
+    let (waker, _) = unpark_waker();
+    let _ = poll_once(&mut sleep, &waker);
+}
