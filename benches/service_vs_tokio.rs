@@ -733,6 +733,169 @@ impl TaskJob for TokioReset {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Futures: `tickwheel::future::Sleep` and `Timeout` beside tokio's, async-io's
+// `Timer` and futures-timer's `Delay`.
+
+/// `service.sleep(delay)` polled once (it registers) and dropped (a STOP),
+/// on a worker that owns its shard (polled every round, as an executor's
+/// worker would between tasks).
+struct OwnerSleep(TimerService);
+
+impl ThreadJob for OwnerSleep {
+    type State = (Rng, ShardGuard, Waker);
+    fn new(workers: usize) -> Self {
+        OwnerSleep(embedded(workers))
+    }
+    fn state(&self, t: usize) -> Self::State {
+        (
+            Rng::new(t as u64 + 1),
+            self.0.claim_shard(t).unwrap(),
+            noop_waker(),
+        )
+    }
+    fn run(&self, (rng, guard, waker): &mut Self::State, _: usize, rounds: u64) {
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..rounds {
+            for _ in 0..BATCH {
+                let delay = Duration::from_millis(rng.delay_ms());
+                let mut sleep = self.0.sleep(delay);
+                let _ = black_box(Pin::new(&mut sleep).poll(&mut cx));
+            }
+            black_box(guard.poll().unwrap());
+        }
+    }
+}
+
+/// async-io's `Timer::after(delay)` polled once and dropped (its reactor
+/// thread owns the timers; registration and removal go through its queue).
+struct AsyncIoSleep;
+
+impl ThreadJob for AsyncIoSleep {
+    type State = (Rng, Waker);
+    fn new(_: usize) -> Self {
+        AsyncIoSleep
+    }
+    fn state(&self, t: usize) -> Self::State {
+        (Rng::new(t as u64 + 1), noop_waker())
+    }
+    fn run(&self, (rng, waker): &mut Self::State, _: usize, rounds: u64) {
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..rounds * BATCH as u64 {
+            let mut timer = async_io::Timer::after(Duration::from_millis(rng.delay_ms()));
+            let _ = black_box(Pin::new(&mut timer).poll(&mut cx));
+        }
+    }
+}
+
+/// futures-timer's `Delay::new(delay)` polled once and dropped (its helper
+/// thread owns the timers).
+struct FuturesTimerSleep;
+
+impl ThreadJob for FuturesTimerSleep {
+    type State = (Rng, Waker);
+    fn new(_: usize) -> Self {
+        FuturesTimerSleep
+    }
+    fn state(&self, t: usize) -> Self::State {
+        (Rng::new(t as u64 + 1), noop_waker())
+    }
+    fn run(&self, (rng, waker): &mut Self::State, _: usize, rounds: u64) {
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..rounds * BATCH as u64 {
+            let mut delay = futures_timer::Delay::new(Duration::from_millis(rng.delay_ms()));
+            let _ = black_box(Pin::new(&mut delay).poll(&mut cx));
+        }
+    }
+}
+
+/// `Sleep::reset_after(IDLE)` of one of `CONNS` registered sleeps per
+/// worker, on the owner's worker: the idle timeout pushed to `IDLE` from
+/// now, which `TokioReset` writes as tokio must,
+/// `reset(Instant::now() + IDLE)` (a clock read, 30-60 ns on this virtual
+/// machine, that `reset_after` does not need).
+struct OwnerSleepReset(TimerService);
+
+impl ThreadJob for OwnerSleepReset {
+    type State = (Vec<tickwheel::future::Sleep>, Rng, ShardGuard);
+    fn new(workers: usize) -> Self {
+        OwnerSleepReset(embedded(workers))
+    }
+    fn state(&self, t: usize) -> Self::State {
+        let guard = self.0.claim_shard(t).unwrap();
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut rng = Rng::new(t as u64 + 1);
+        let conns = (0..CONNS)
+            .map(|_| {
+                let mut sleep = self.0.sleep(IDLE + Duration::from_millis(rng.below(1000)));
+                assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+                sleep
+            })
+            .collect();
+        (conns, rng, guard)
+    }
+    fn run(&self, (conns, rng, guard): &mut Self::State, _: usize, rounds: u64) {
+        for _ in 0..rounds {
+            for _ in 0..BATCH {
+                let conn = &mut conns[rng.below(CONNS as u64) as usize];
+                conn.reset_after(IDLE);
+            }
+            black_box(guard.poll().unwrap());
+        }
+    }
+}
+
+/// `service.timeout(delay, ready)`: the inner future is ready at once, so
+/// nothing should be armed (the common case of a timeout that never fires).
+struct OwnerTimeoutReady(TimerService);
+
+impl ThreadJob for OwnerTimeoutReady {
+    type State = (Rng, ShardGuard, Waker);
+    fn new(workers: usize) -> Self {
+        OwnerTimeoutReady(embedded(workers))
+    }
+    fn state(&self, t: usize) -> Self::State {
+        (
+            Rng::new(t as u64 + 1),
+            self.0.claim_shard(t).unwrap(),
+            noop_waker(),
+        )
+    }
+    fn run(&self, (rng, guard, waker): &mut Self::State, _: usize, rounds: u64) {
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..rounds {
+            for i in 0..BATCH {
+                let delay = Duration::from_millis(rng.delay_ms());
+                let mut timeout = self.0.timeout(delay, std::future::ready(i));
+                let _ = black_box(Pin::new(&mut timeout).poll(&mut cx));
+            }
+            black_box(guard.poll().unwrap());
+        }
+    }
+}
+
+/// `tokio::time::timeout(delay, ready)` polled once.
+struct TokioTimeoutReady;
+
+impl TaskJob for TokioTimeoutReady {
+    type State = (Rng, Waker);
+    fn new(_: usize) -> Self {
+        TokioTimeoutReady
+    }
+    fn state(&self, t: usize) -> Self::State {
+        (Rng::new(t as u64 + 1), noop_waker())
+    }
+    async fn run(&self, (rng, waker): &mut Self::State, _: usize, rounds: u64) {
+        let mut cx = Context::from_waker(waker);
+        for i in 0..rounds * BATCH as u64 {
+            let delay = Duration::from_millis(rng.delay_ms());
+            let timeout = pin!(tokio::time::timeout(delay, std::future::ready(i)));
+            let _ = black_box(timeout.poll(&mut cx));
+        }
+    }
+}
+
 /// `Wheel::reschedule` under a per-worker mutex; the wheel's time follows the
 /// loop's clock (read once per round), as an event loop would drive it.
 /// With `CLOCK`, each restart also reads the clock for its deadline, as the
@@ -1470,6 +1633,51 @@ fn targets(pace: &Pace, only: Option<&str>) {
                 on_tasks::<TokioReset>("tokio-sleep-reset", workers),
             ],
             &[target("tickwheel-threads", "tokio-sleep-reset", 1.0 / 1.5)],
+            pace,
+        );
+    }
+    for workers in WORKERS.into_iter().filter(|_| wanted("sleep_poll_drop")) {
+        alternate(
+            "sleep_poll_drop",
+            workers,
+            vec![
+                on_threads::<OwnerSleep>("tickwheel-sleep", workers),
+                on_tasks::<TokioStartCancel<false>>("tokio-sleep", workers),
+                on_threads::<AsyncIoSleep>("async-io-timer", workers),
+                on_threads::<FuturesTimerSleep>("futures-timer-delay", workers),
+            ],
+            &[
+                target("tickwheel-sleep", "tokio-sleep", 0.5),
+                target("tickwheel-sleep", "async-io-timer", 0.2),
+                target("tickwheel-sleep", "futures-timer-delay", 0.2),
+            ],
+            pace,
+        );
+    }
+    for workers in WORKERS.into_iter().filter(|_| wanted("sleep_reset")) {
+        alternate(
+            "sleep_reset",
+            workers,
+            vec![
+                on_threads::<OwnerSleepReset>("tickwheel-sleep-reset", workers),
+                on_tasks::<TokioReset>("tokio-sleep-reset", workers),
+            ],
+            &[target("tickwheel-sleep-reset", "tokio-sleep-reset", 0.5)],
+            pace,
+        );
+    }
+    for workers in WORKERS
+        .into_iter()
+        .filter(|_| wanted("sleep_timeout_ready"))
+    {
+        alternate(
+            "sleep_timeout_ready",
+            workers,
+            vec![
+                on_threads::<OwnerTimeoutReady>("tickwheel-timeout", workers),
+                on_tasks::<TokioTimeoutReady>("tokio-timeout", workers),
+            ],
+            &[beside("tickwheel-timeout", "tokio-timeout")],
             pace,
         );
     }

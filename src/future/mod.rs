@@ -64,15 +64,12 @@ impl TimerService {
     /// earlier; at the first tick boundary at or after it when the shard's
     /// owner keeps up). See [`Sleep`].
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::new(
-            self.clone(),
-            sleep::deadline_after(Instant::now(), duration),
-        )
+        Sleep::new(self.clone(), self.deadline_nanos_after(duration))
     }
 
     /// A future that completes once `deadline` has passed.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.clone(), deadline)
+        Sleep::new(self.clone(), self.nanos_at(deadline))
     }
 
     /// Runs `future` with a deadline `duration` from now: its output, or

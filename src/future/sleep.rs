@@ -19,8 +19,12 @@
 //!
 //! Registration happens on the first poll: a future dropped unpolled arms
 //! nothing. The deadline is fixed when the future is made (`sleep(d)` is
-//! `now + d` then), and the timer is armed for that instant, rounded up to
-//! the service's next tick: never early (docs/CONTRACT.md item 1).
+//! `now + d` then), kept in nanoseconds on the service's clock, and the
+//! timer is armed for it, rounded up to the service's next tick: never
+//! early (docs/CONTRACT.md item 1). "Now" is the service's deadline clock
+//! (a few ns, never behind the real clock), not `Instant::now()`, which
+//! costs 30-60 ns on a virtual machine's clock and was most of a sleep's
+//! cost (`cargo bench --bench service_vs_tokio -- targets sleep`).
 
 use std::fmt;
 use std::future::Future;
@@ -30,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use super::waker_cell::WakerCell;
 use crate::sync::{Arc, AtomicU32, Ordering};
-use crate::{Restart, Timer, TimerService, TimerSpec};
+use crate::{Restart, Timer, TimerService};
 
 /// What a timer's callback and its future share.
 pub(crate) struct Fired {
@@ -75,6 +79,7 @@ pub(crate) fn far_future(now: Instant) -> Instant {
         .unwrap_or(now)
 }
 
+/// `now + duration`, or [`far_future`] past what an `Instant` can hold.
 pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
     now.checked_add(duration).unwrap_or_else(|| far_future(now))
 }
@@ -91,7 +96,8 @@ pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
 #[must_use = "a sleep does nothing unless awaited or polled"]
 pub struct Sleep {
     service: TimerService,
-    deadline: Instant,
+    /// Nanoseconds since the service clock's origin.
+    deadline: u64,
     armed: Option<Armed>,
 }
 
@@ -103,7 +109,8 @@ struct Armed {
 }
 
 impl Sleep {
-    pub(crate) fn new(service: TimerService, deadline: Instant) -> Self {
+    /// A sleep until `deadline` nanoseconds on `service`'s clock.
+    pub(crate) fn new(service: TimerService, deadline: u64) -> Self {
         Sleep {
             service,
             deadline,
@@ -113,7 +120,7 @@ impl Sleep {
 
     /// The instant this sleep completes after.
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.service.instant_at(self.deadline)
     }
 
     /// `true` once the timer has fired for the current deadline (a sleep
@@ -132,26 +139,20 @@ impl Sleep {
     /// # Panics
     /// After the service has shut down.
     pub fn reset(&mut self, deadline: Instant) {
-        self.deadline = deadline;
-        if self.armed.is_some() {
-            self.restart(deadline.saturating_duration_since(Instant::now()));
-        }
+        self.reset_to(self.service.nanos_at(deadline));
     }
 
     /// [`reset`](Self::reset) to `delay` from now.
     pub fn reset_after(&mut self, delay: Duration) {
-        let now = Instant::now();
-        self.deadline = deadline_after(now, delay);
-        if self.armed.is_some() {
-            // `restart` reads the clock again, at or after `now`: the timer
-            // is not due before `self.deadline`.
-            self.restart(delay);
-        }
+        self.reset_to(self.service.deadline_nanos_after(delay));
     }
 
-    fn restart(&mut self, delay: Duration) {
-        let armed = self.armed.as_mut().expect("armed");
-        match armed.timer.restart(delay) {
+    fn reset_to(&mut self, deadline: u64) {
+        self.deadline = deadline;
+        let Some(armed) = self.armed.as_mut() else {
+            return;
+        };
+        match armed.timer.restart_at_nanos(deadline) {
             Ok(Restart::Moved) => {}
             // It had fired: that fire's one is (or is being) counted, and
             // the new arming will add one more.
@@ -168,7 +169,7 @@ impl Sleep {
         let for_callback = fired.clone();
         let timer = self
             .service
-            .schedule(TimerSpec::at(self.deadline), move |_| for_callback.fire(1))
+            .start_at_nanos(self.deadline, move |_| for_callback.fire(1))
             .unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}"));
         self.armed = Some(Armed {
             timer,
@@ -203,7 +204,7 @@ impl Future for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
-            .field("deadline", &self.deadline)
+            .field("deadline", &self.deadline())
             .field("registered", &self.armed.is_some())
             .field("elapsed", &self.is_elapsed())
             .finish()

@@ -176,6 +176,14 @@ impl ServiceClock {
         }
     }
 
+    /// The instant `nanos` after the origin (the inverse of
+    /// [`nanos_at`](Self::nanos_at)).
+    pub(crate) fn instant_at(&self, nanos: u64) -> Instant {
+        self.origin
+            .checked_add(std::time::Duration::from_nanos(nanos))
+            .unwrap_or(self.origin)
+    }
+
     /// Nanoseconds from the origin to `instant` (0 for instants before it).
     pub(crate) fn nanos_at(&self, instant: Instant) -> u64 {
         duration_nanos(instant.saturating_duration_since(self.origin))

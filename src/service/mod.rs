@@ -319,6 +319,43 @@ impl TimerService {
         Inner::start(&self.inner, spec, callback)
     }
 
+    /// `delay` from now on the service's clock, in nanoseconds since its
+    /// origin: from the calling thread's deadline clock (`tsc.rs`: a few
+    /// ns, never behind the real clock), so a deadline fixed now is never
+    /// early. For the futures (`crate::future`), which fix a deadline when
+    /// they are made and arm it on their first poll.
+    pub(crate) fn deadline_nanos_after(&self, delay: Duration) -> u64 {
+        let shard = self.inner.choose_shard();
+        self.inner
+            .clock
+            .deadline_nanos(&self.inner.shards[shard].clock_mark)
+            .saturating_add(duration_nanos(delay))
+    }
+
+    /// `instant` in nanoseconds since the service clock's origin.
+    pub(crate) fn nanos_at(&self, instant: std::time::Instant) -> u64 {
+        self.inner.clock.nanos_at(instant)
+    }
+
+    /// The instant `nanos` after the service clock's origin.
+    pub(crate) fn instant_at(&self, nanos: u64) -> std::time::Instant {
+        self.inner.clock.instant_at(nanos)
+    }
+
+    /// START of a one-shot timer due at `nanos` on the service clock
+    /// (rounded up to its tick), on the caller's shard: [`start`](Self::start)
+    /// without a clock read.
+    pub(crate) fn start_at_nanos<F>(&self, nanos: u64, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        let arming = self.inner.plan_at_nanos(nanos)?;
+        let shard = arming.shard;
+        let callback = callback::new(callback, 0, false);
+        let id = self.inner.arm(arming, callback);
+        Ok(Timer::new(&self.inner, id, shard))
+    }
+
     /// Stops a timer by id. See [`Timer::stop`].
     pub fn stop_id(&self, id: TimerId) -> Stop {
         self.inner.stop(id)
@@ -393,6 +430,14 @@ impl fmt::Debug for TimerService {
 }
 
 /// A START that passed its checks.
+/// A RESTART's new deadline: a delay from now, or an instant already on the
+/// service clock.
+#[derive(Clone, Copy)]
+enum RestartTo {
+    After(Duration),
+    AtNanos(u64),
+}
+
 struct Arming {
     shard: usize,
     deadline: u64,
@@ -552,6 +597,23 @@ impl Inner {
         }
         let shard = self.choose_shard();
         let (deadline, rounding) = self.deadline_after(shard, delay);
+        Ok(Arming {
+            shard,
+            deadline,
+            rounding,
+            period: 0,
+        })
+    }
+
+    /// [`plan_after`](Self::plan_after) for a deadline already on the
+    /// service clock (`TimerService::start_at_nanos`).
+    #[inline]
+    fn plan_at_nanos(&self, nanos: u64) -> Result<Arming, TimerError> {
+        if self.is_shut_down() {
+            return Err(TimerError::Shutdown);
+        }
+        let shard = self.choose_shard();
+        let (deadline, rounding) = self.ticks_ceil_with_rounding(nanos);
         Ok(Arming {
             shard,
             deadline,
@@ -1200,21 +1262,31 @@ impl Inner {
 
     /// RESTART: arm again with a new deadline, whatever the state.
     pub(crate) fn restart(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
-        self.restart_looked_up::<false>(id, delay)
+        self.restart_looked_up::<false>(id, RestartTo::After(delay))
     }
 
     /// [`restart`](Self::restart) from a [`Timer`] handle, whose slot
     /// needs no checked lookup (see `held`).
     #[inline]
     pub(crate) fn restart_held(&self, id: TimerId, delay: Duration) -> Result<Restart, TimerError> {
-        self.restart_looked_up::<true>(id, delay)
+        self.restart_looked_up::<true>(id, RestartTo::After(delay))
+    }
+
+    /// RESTART to `nanos` on the service clock (a deadline fixed earlier:
+    /// `future::Sleep::reset`), by the handle's holder.
+    pub(crate) fn restart_held_at_nanos(
+        &self,
+        id: TimerId,
+        nanos: u64,
+    ) -> Result<Restart, TimerError> {
+        self.restart_looked_up::<true>(id, RestartTo::AtNanos(nanos))
     }
 
     #[inline(always)]
     fn restart_looked_up<const HELD: bool>(
         &self,
         id: TimerId,
-        delay: Duration,
+        to: RestartTo,
     ) -> Result<Restart, TimerError> {
         let find = |id| if HELD { self.held(id) } else { self.live(id) };
         if self.is_shut_down() {
@@ -1231,7 +1303,10 @@ impl Inner {
         // so the deadline is never early whichever shard the timer is on.
         let owned = self.owned_shard();
         let shard = owned.unwrap_or_else(|| self.spread_choice());
-        let (deadline, rounding) = self.deadline_after(shard, delay);
+        let (deadline, rounding) = match to {
+            RestartTo::After(delay) => self.deadline_after(shard, delay),
+            RestartTo::AtNanos(nanos) => self.ticks_ceil_with_rounding(nanos),
+        };
         if owned.is_none() {
             if let Some(outcome) = self.restart_lent(shard, id, deadline, rounding, find) {
                 return outcome;

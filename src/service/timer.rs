@@ -306,6 +306,12 @@ impl Timer {
         self.inner().restart_held(self.id, delay)
     }
 
+    /// [`restart`](Self::restart) to `nanos` on the service clock (see
+    /// `TimerService::deadline_nanos_after`).
+    pub(crate) fn restart_at_nanos(&self, nanos: u64) -> Result<Restart, TimerError> {
+        self.inner().restart_held_at_nanos(self.id, nanos)
+    }
+
     /// The tick this timer is due at (on the service clock, `tick * tick()`
     /// from [`TimerService::elapsed`]'s origin), asked on the thread that
     /// owns its shard: an embedded owner between polls, or any callback of
