@@ -269,13 +269,18 @@ fn an_interval_ticks_at_once_then_on_its_grid() {
 
 /// An interval that missed three ticks, under each behaviour: how many
 /// ticks the next calls hand out at once, and the grid they continue on.
-fn missed(behavior: MissedTickBehavior) -> (usize, Instant, Instant) {
+/// Returns how many ticks came at once, the last of them and the next one,
+/// each as an offset from the first tick.
+fn missed(behavior: MissedTickBehavior) -> (usize, Duration, Duration) {
     let (service, mut guard, clock) = manual();
     let (waker, _) = unpark_waker();
-    let start = Instant::now() + Duration::from_millis(10);
-    let mut interval = service.interval_at(start, Duration::from_millis(10));
+    let mut interval = service.interval(Duration::from_millis(10));
     interval.set_missed_tick_behavior(behavior);
+    let Poll::Ready(first) = tick(&mut interval, &waker) else {
+        panic!("the first tick is immediate");
+    };
     assert_eq!(tick(&mut interval, &waker), Poll::Pending);
+    // Ticks 1 to 4 (10, 20, 30, 40 ms) pass unseen.
     clock.advance(Duration::from_millis(45));
     guard.poll().unwrap();
     let mut ready = Vec::new();
@@ -283,26 +288,33 @@ fn missed(behavior: MissedTickBehavior) -> (usize, Instant, Instant) {
         ready.push(at);
     }
     let last = *ready.last().unwrap();
-    clock.advance(Duration::from_millis(15));
+    // To 57 ms: the old grid's 50 ms, or the delayed grid's 55 ms.
+    clock.advance(Duration::from_millis(12));
     guard.poll().unwrap();
     let Poll::Ready(next) = tick(&mut interval, &waker) else {
         panic!("no tick after the missed ones");
     };
-    (ready.len(), last, next)
+    (ready.len(), last - first, next - first)
 }
 
 #[test]
 fn missed_ticks_burst_skip_or_delay() {
-    let period = Duration::from_millis(10);
-    let (n, last, next) = missed(MissedTickBehavior::Burst);
-    assert_eq!(n, 4, "burst hands out every missed tick");
-    assert_eq!(next, last + period);
-    let (n, last, next) = missed(MissedTickBehavior::Skip);
-    assert_eq!(n, 1, "skip hands out one for all");
-    assert_eq!(next, last + period, "skip stays on the grid");
-    let (n, _, next) = missed(MissedTickBehavior::Delay);
-    assert_eq!(n, 1, "delay hands out one for all");
-    assert!(next > Instant::now() - Duration::from_secs(1));
+    let ms = Duration::from_millis;
+    assert_eq!(
+        missed(MissedTickBehavior::Burst),
+        (4, ms(40), ms(50)),
+        "burst hands out every missed tick (10 to 40 ms), then goes on on the grid"
+    );
+    assert_eq!(
+        missed(MissedTickBehavior::Skip),
+        (1, ms(40), ms(50)),
+        "skip hands out the latest missed tick once, then goes on on the grid"
+    );
+    assert_eq!(
+        missed(MissedTickBehavior::Delay),
+        (1, ms(10), ms(55)),
+        "delay hands out the first missed tick, then a period after that call (45 ms)"
+    );
 }
 
 #[test]

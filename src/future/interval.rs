@@ -8,6 +8,8 @@
 //! wakes the task; the interval counts how many it has handed out
 //! (`taken`). Each tick's instant is computed on the grid, so lateness never
 //! shifts later ticks (unless [`MissedTickBehavior::Delay`] asks for that).
+//! The grid is kept in nanoseconds on the service's clock (as a `Sleep`'s
+//! deadline is), so it is the clock the timer fires by, manual or real.
 //! A reset or a delay re-arms a *new* timer with a new count: the old
 //! timer's callback may still be adding to the old count, and a count of
 //! periods cannot tell its late one from a new one.
@@ -17,7 +19,7 @@ use std::future::poll_fn;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::sleep::{deadline_after, Fired};
+use super::sleep::Fired;
 use crate::sync::Arc;
 use crate::{Timer, TimerService, TimerSpec};
 
@@ -44,8 +46,8 @@ pub enum MissedTickBehavior {
 pub struct Interval {
     service: TimerService,
     period: Duration,
-    /// The instant of grid point 0 (the first tick).
-    start: Instant,
+    /// Grid point 0 (the first tick), in nanoseconds on the service clock.
+    start: u64,
     behavior: MissedTickBehavior,
     armed: Option<(Timer, Arc<Fired>)>,
     /// Periods handed out from the current grid (grid point `taken` is the
@@ -54,7 +56,9 @@ pub struct Interval {
 }
 
 impl Interval {
-    pub(crate) fn new(service: TimerService, start: Instant, period: Duration) -> Self {
+    /// An interval whose first tick is `start` nanoseconds on `service`'s
+    /// clock.
+    pub(crate) fn new(service: TimerService, start: u64, period: Duration) -> Self {
         assert!(
             !period.is_zero(),
             "tickwheel: an interval's period must be > 0"
@@ -92,7 +96,7 @@ impl Interval {
 
     /// Starts a new grid: the next tick is one period from now.
     pub fn reset(&mut self) {
-        self.rearm(deadline_after(Instant::now(), self.period));
+        self.rearm(self.service.deadline_nanos_after(self.period));
     }
 
     /// Polls for the next tick (for hand-written futures and streams).
@@ -101,13 +105,13 @@ impl Interval {
     /// After the service has shut down.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         let Some((_, fired)) = &self.armed else {
-            // The first tick: due now if `start` has passed, which needs no
-            // timer; the timer then starts at the second.
-            let now = Instant::now();
-            if self.start <= now {
+            // The first tick: due now if `start` has passed on the real
+            // clock (`elapsed`, never ahead of it), which needs no timer;
+            // the timer then starts at the second.
+            if self.start <= super::sleep::duration_nanos(self.service.elapsed()) {
                 self.arm(1);
                 self.taken = 1;
-                return Poll::Ready(self.start);
+                return Poll::Ready(self.service.instant_at(self.start));
             }
             self.arm(0);
             return self.poll_tick(cx);
@@ -126,7 +130,7 @@ impl Interval {
             MissedTickBehavior::Skip => self.taken = due,
             MissedTickBehavior::Delay => {
                 if due.wrapping_sub(self.taken) > 1 {
-                    self.rearm(deadline_after(Instant::now(), self.period));
+                    self.rearm(self.service.deadline_nanos_after(self.period));
                 } else {
                     self.taken = due;
                 }
@@ -140,12 +144,16 @@ impl Interval {
         Poll::Ready(tick)
     }
 
+    /// Grid point `n`, in nanoseconds on the service clock.
+    fn grid_nanos(&self, n: u32) -> u64 {
+        let period = super::sleep::duration_nanos(self.period);
+        self.start
+            .saturating_add(period.saturating_mul(u64::from(n)))
+    }
+
     /// The instant of grid point `n`.
     fn grid(&self, n: u32) -> Instant {
-        self.period
-            .checked_mul(n)
-            .and_then(|offset| self.start.checked_add(offset))
-            .unwrap_or_else(|| super::sleep::far_future(self.start))
+        self.service.instant_at(self.grid_nanos(n))
     }
 
     /// Arms a periodic timer whose first fire is grid point `first`; its
@@ -154,6 +162,8 @@ impl Interval {
         let fired = Fired::new();
         let for_callback = fired.clone();
         let spec = TimerSpec::at(self.grid(first)).every(self.period);
+        // `at` takes an `Instant`, which `grid` made from the nanoseconds
+        // without reading a clock; the service turns it back exactly.
         let timer = self
             .service
             .schedule(spec, move |expiry| {
@@ -171,7 +181,7 @@ impl Interval {
 
     /// A new grid whose point 0 is `start`, with a new timer; the old one
     /// is stopped when its handle drops here.
-    fn rearm(&mut self, start: Instant) {
+    fn rearm(&mut self, start: u64) {
         self.start = start;
         self.taken = 0;
         self.armed = None;

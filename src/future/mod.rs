@@ -88,7 +88,8 @@ impl TimerService {
     /// # Panics
     /// If `period` is zero.
     pub fn interval(&self, period: Duration) -> Interval {
-        Interval::new(self.clone(), Instant::now(), period)
+        let now = sleep::duration_nanos(self.elapsed());
+        Interval::new(self.clone(), now, period)
     }
 
     /// Ticks every `period`, the first at `start`.
@@ -96,6 +97,6 @@ impl TimerService {
     /// # Panics
     /// If `period` is zero.
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        Interval::new(self.clone(), start, period)
+        Interval::new(self.clone(), self.nanos_at(start), period)
     }
 }

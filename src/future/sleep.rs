@@ -71,17 +71,9 @@ pub(crate) fn reached(count: u32, expect: u32) -> bool {
     (count.wrapping_sub(expect) as i32) >= 0
 }
 
-/// The latest instant a deadline may name: far enough for any timeout, small
-/// enough that `Instant` arithmetic cannot overflow.
-pub(crate) fn far_future(now: Instant) -> Instant {
-    // About 30 years, as tokio caps its own.
-    now.checked_add(Duration::from_secs(86_400 * 365 * 30))
-        .unwrap_or(now)
-}
-
-/// `now + duration`, or [`far_future`] past what an `Instant` can hold.
-pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
-    now.checked_add(duration).unwrap_or_else(|| far_future(now))
+/// `duration` in nanoseconds, saturating (584 years).
+pub(crate) fn duration_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A future that completes once its deadline has passed: see
