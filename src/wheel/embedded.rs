@@ -429,8 +429,9 @@ impl<T: Copy> EmbeddedWheel<T> {
     /// (nothing changes).
     #[inline]
     pub fn schedule(&mut self, entry: Pin<&TimerEntry<T>>, delay: u64) -> Result<(), TimerError> {
+        // At or after `now`: no clamping.
         let deadline = self.now().saturating_add(delay);
-        self.schedule_at(entry, deadline)
+        self.schedule_from_now(entry, deadline)
     }
 
     /// [`schedule`](Self::schedule) at the absolute tick `deadline`
@@ -455,10 +456,21 @@ impl<T: Copy> EmbeddedWheel<T> {
         entry: Pin<&TimerEntry<T>>,
         deadline: u64,
     ) -> Result<(), TimerError> {
+        let deadline = deadline.max(self.now());
+        self.schedule_from_now(entry, deadline)
+    }
+
+    /// [`schedule_at`](Self::schedule_at) of a `deadline` at or after
+    /// `now()`.
+    #[inline(always)]
+    fn schedule_from_now(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        deadline: u64,
+    ) -> Result<(), TimerError> {
         let link = &entry.link;
         if link.wheel.get() == self.shared.as_ptr().cast_const() {
             let state = self.state_mut();
-            let deadline = deadline.max(state.hierarchy.now());
             // Linked, so `rearm` moves it (never the held-timer case).
             let held = state
                 .hierarchy
@@ -469,7 +481,8 @@ impl<T: Copy> EmbeddedWheel<T> {
         self.arm(entry, deadline)
     }
 
-    /// [`schedule_at`](Self::schedule_at) of an entry not armed here.
+    /// [`schedule_from_now`](Self::schedule_from_now) of an entry not
+    /// armed here.
     #[inline]
     fn arm(&mut self, entry: Pin<&TimerEntry<T>>, deadline: u64) -> Result<(), TimerError> {
         let entry = entry.get_ref();
@@ -479,7 +492,7 @@ impl<T: Copy> EmbeddedWheel<T> {
         }
         let this = self.shared.as_ptr().cast_const();
         let state = self.state_mut();
-        let deadline = deadline.max(state.hierarchy.now());
+        debug_assert!(deadline >= state.hierarchy.now());
         // See `MAX_ARMED`.
         assert!(
             state.len < MAX_ARMED,
@@ -523,6 +536,17 @@ impl<T: Copy> EmbeddedWheel<T> {
             return Err(TimerError::InvalidRange);
         }
         let now = self.now();
+        let link = &entry.link;
+        if link.wheel.get() == self.shared.as_ptr().cast_const() {
+            // An armed entry is due at or after `now`: compared as a delay,
+            // its deadline needs no saturating window ends. A deadline that
+            // is not within the delays here may still be within the
+            // saturated window (at `u64::MAX`): `keep_or_move_into` decides.
+            let delay = link.deadline.get() - now;
+            if earliest <= delay && delay <= latest {
+                return Ok(link.deadline.get());
+            }
+        }
         // Both ends are at or after `now`: no clamping.
         self.keep_or_move_into(
             entry,
@@ -585,7 +609,7 @@ impl<T: Copy> EmbeddedWheel<T> {
         latest: u64,
     ) -> Result<u64, TimerError> {
         let deadline = roundest_tick_in(earliest, latest);
-        self.schedule_at(entry, deadline)?;
+        self.schedule_from_now(entry, deadline)?;
         Ok(deadline)
     }
 

@@ -444,3 +444,22 @@ fn embedded_same_tick_order_survives_the_arming_number_wrap() {
     let expected: Vec<(u64, u32)> = expected.iter().map(|&(d, _, t)| (d, t)).collect();
     assert_eq!(drain(&mut wheel, 6000), expected);
 }
+
+/// A window whose ends saturate at `u64::MAX` still keeps a timer due at
+/// `u64::MAX` in place (it is in the window), so a timer armed for that
+/// tick after it still fires after it. Fails if the range schedule
+/// compared delays without saturating and moved (re-armed) the first.
+#[test]
+fn embedded_range_scheduling_keeps_a_deadline_in_a_saturated_window() {
+    let timers = entries(2);
+    let mut wheel = EmbeddedWheel::starting_at(1000);
+    wheel.schedule_at(at(&timers, 0), u64::MAX).unwrap();
+    wheel.schedule_at(at(&timers, 1), u64::MAX).unwrap();
+    assert_eq!(
+        wheel.schedule_in_range(at(&timers, 0), u64::MAX - 10..=u64::MAX),
+        Ok(u64::MAX)
+    );
+    let mut fired = Vec::new();
+    let _ = wheel.advance(u64::MAX, usize::MAX, |_, t| fired.push(t.value));
+    assert_eq!(fired, [0, 1]);
+}
