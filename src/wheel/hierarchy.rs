@@ -1173,6 +1173,11 @@ fn digit(tick: u64, level: usize) -> usize {
 /// the level is the highest base-[`SLOTS`] digit where the two differ.
 #[inline]
 fn bucket_index(now: u64, deadline: u64) -> u16 {
+    // Level 0 (same block of `SLOTS` ticks) without the level's division:
+    // the most common case (short timers, and every cascade's last step).
+    if now ^ deadline <= SLOT_MASK {
+        return (deadline & SLOT_MASK) as u16;
+    }
     let differing = (now ^ deadline) | SLOT_MASK;
     let highest_bit = 63 - differing.leading_zeros() as usize;
     let level = highest_bit / SLOT_BITS as usize;
