@@ -423,8 +423,10 @@ impl<I: EntryId> Hierarchy<I> {
         new_seq: Option<u64>,
     ) {
         debug_assert!(deadline >= self.now);
-        let bucket = bucket_index(self.now, deadline);
-        let (level, slot) = split_bucket(bucket);
+        // The level and slot straight from the deadline, not split again
+        // from the bucket number.
+        let (level, slot) = level_and_slot(self.now, deadline);
+        let bucket = (level * SLOTS + slot) as u16;
         let tail = self.levels[level].tail[slot];
         let node = Node {
             deadline,
@@ -1173,15 +1175,22 @@ fn digit(tick: u64, level: usize) -> usize {
 /// the level is the highest base-[`SLOTS`] digit where the two differ.
 #[inline]
 fn bucket_index(now: u64, deadline: u64) -> u16 {
+    let (level, slot) = level_and_slot(now, deadline);
+    (level * SLOTS + slot) as u16
+}
+
+/// [`bucket_index`] as its level and slot.
+#[inline(always)]
+fn level_and_slot(now: u64, deadline: u64) -> (usize, usize) {
     // Level 0 (same block of `SLOTS` ticks) without the level's division:
     // the most common case (short timers, and every cascade's last step).
     if now ^ deadline <= SLOT_MASK {
-        return (deadline & SLOT_MASK) as u16;
+        return (0, (deadline & SLOT_MASK) as usize);
     }
     let differing = (now ^ deadline) | SLOT_MASK;
     let highest_bit = 63 - differing.leading_zeros() as usize;
     let level = highest_bit / SLOT_BITS as usize;
-    (level * SLOTS + digit(deadline, level)) as u16
+    (level, digit(deadline, level))
 }
 
 /// Writes entry `index` (whose node was `node`) back as in no bucket.
