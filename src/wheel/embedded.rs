@@ -661,9 +661,9 @@ impl<T: Copy> EmbeddedWheel<T> {
     fn pop_fired(&mut self, target: u64) -> Option<Fired<T>> {
         let entry = self.poll_entry(target)?;
         // SAFETY: the entry was armed until `poll_entry` detached it just
-        // now, so it is alive (its `Drop` would have unlinked it); the table
-        // kept the whole entry's address, so the payload is in reach. `T`
-        // is `Copy`: reading it runs no user code.
+        // now, so it is alive (its `Drop` would have unlinked it); its id
+        // is the whole entry's address, so the payload is in reach. `T` is
+        // `Copy`: reading it runs no user code.
         let value = unsafe { ptr::addr_of!((*entry.as_ptr()).value).read() };
         Some(Fired {
             deadline: self.now(),

@@ -103,15 +103,17 @@
 //! # Arming numbers in 32 bits
 //!
 //! The service's slots have room for 32 bits of arming number, not 64
-//! ([`Nodes::SEQ_WRAPS`]). Two numbers are then compared by their wrapping
-//! difference, which is right as long as they are less than 2^31 apart.
-//! That holds for every pair of linked entries by construction: every
-//! [`RENUMBER_EVERY`] armings, [`Hierarchy::renumber`] gives the linked
-//! entries fresh consecutive numbers in their current order (a walk of
-//! every bucket and a sort: O(n log n) for `n` linked timers, once per
-//! 2^30 armings of one shard). Between two renumberings the linked entries'
-//! numbers span at most `n + 2^30` (`n < 2^28`, the most slots a service
-//! has), under 2^31. `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap`
+//! ([`Nodes::SEQ_WRAPS`]), and so do the embedded wheel's entries (which
+//! keep the C `tw_entry` at 48 bytes that way). Two numbers are then
+//! compared by their wrapping difference, which is right as long as they
+//! are less than 2^31 apart. That holds for every pair of linked entries by
+//! construction: every [`RENUMBER_EVERY`] armings, [`Hierarchy::renumber`]
+//! gives the linked entries fresh consecutive numbers in their current
+//! order (a walk of every bucket and a sort: O(n log n) for `n` linked
+//! timers, once per 2^30 armings of one shard or wheel). Between two
+//! renumberings the linked entries' numbers span at most `n + 2^30`, under
+//! 2^31: `n < 2^28` for a service (the most slots it has), `n < 2^30` for
+//! an embedded wheel (the most entries it arms at once). `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap`
 //! arms and moves timers across the wrap and a renumbering.
 
 use std::sync::atomic::{AtomicU64, Ordering};
