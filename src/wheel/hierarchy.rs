@@ -426,8 +426,15 @@ impl<I: EntryId> Hierarchy<I> {
     ) {
         debug_assert!(deadline >= self.now);
         // The level and slot straight from the deadline, not split again
-        // from the bucket number.
-        let (level, slot) = level_and_slot(self.now, deadline);
+        // from the bucket number. An arming checks for level 0 first (short
+        // timers: Ratas' workload arms one per fired timer, `benches/ratas*.rs`);
+        // a cascade does not: most of its entries go to a higher level, and
+        // the check in the cascade loop cost more than it saved
+        // (`benches/sim.rs` hold model under callgrind).
+        let (level, slot) = match new_seq {
+            Some(_) if self.now ^ deadline <= SLOT_MASK => (0, (deadline & SLOT_MASK) as usize),
+            _ => level_and_slot(self.now, deadline),
+        };
         let bucket = (level * SLOTS + slot) as u16;
         let tail = self.levels[level].tail[slot];
         let node = Node {
@@ -1184,11 +1191,6 @@ fn bucket_index(now: u64, deadline: u64) -> u16 {
 /// [`bucket_index`] as its level and slot.
 #[inline(always)]
 fn level_and_slot(now: u64, deadline: u64) -> (usize, usize) {
-    // Level 0 (same block of `SLOTS` ticks) without the level's division:
-    // the most common case (short timers, and every cascade's last step).
-    if now ^ deadline <= SLOT_MASK {
-        return (0, (deadline & SLOT_MASK) as usize);
-    }
     let differing = (now ^ deadline) | SLOT_MASK;
     let highest_bit = 63 - differing.leading_zeros() as usize;
     let level = highest_bit / SLOT_BITS as usize;
