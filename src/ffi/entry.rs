@@ -1,7 +1,7 @@
 //! `tw_entry` and `tw_entry_wheel`: timers that C code keeps inside its own
 //! structs (as libuv's `uv_timer_t` or Ratas' `TimerEvent`), armed in place
 //! on a single-threaded wheel ([`EmbeddedWheel`]). Arming allocates nothing
-//! once the wheel's table has grown, and takes no key and no lookup.
+//! and takes no key and no lookup.
 //!
 //! # Who may free what, when
 //!

@@ -68,6 +68,7 @@ impl<'a> SlotNodes<'a> {
 /// `hierarchy` module docs), so an owner's restart touches the timer's own
 /// slot only, not its two neighbours (`examples/owner_ops.rs restart`).
 impl Nodes for SlotNodes<'_> {
+    type Id = u32;
     const ORDERED: bool = true;
     const SEQ_WRAPS: bool = true;
 

@@ -11,28 +11,30 @@
 //!
 //! # How entries reach the shared hierarchy
 //!
-//! The levels ([`Hierarchy`]) are the keyed wheel's, unchanged: they address
-//! entries by `u32` index through the [`Nodes`] trait, and an entry here is
-//! somewhere in the caller's memory. The wheel therefore keeps a *table*:
-//! one pointer per armed entry, indexed by the `u32` the hierarchy knows,
-//! and each armed entry keeps its own index. Arming takes a free index (a
-//! pop from a free stack, no allocation once the table has grown to the
-//! most timers armed at once); firing and cancelling give it back. Every
-//! node access is then one load from the table (hot: 8 bytes per armed
-//! timer) and one from the entry, where the slab needs one; in exchange
-//! there is no generation check, and the hierarchy, its ordering rules and
-//! its tests are shared as they are. A hierarchy generic over its link type
-//! (pointers instead of `u32`) would drop the table load but rewrite every
-//! link of `hierarchy.rs` and double its bucket heads; `benches/ratas.rs`
-//! and `benches/ratas_embedded.rs` compare the two stores on Ratas'
-//! workload.
+//! The levels ([`Hierarchy`]) are the keyed wheel's, with one difference:
+//! the hierarchy is generic over how it names an entry ([`Nodes::Id`]). The
+//! keyed wheel and the service name entries by `u32` index into their own
+//! stores; here an entry is named by its address, so every link (`prev`,
+//! `next`) and every bucket head and tail is a pointer straight to the
+//! caller's entry, and following one is a single load from the entry. The
+//! wheel keeps nothing per armed timer: no table, no free list, no index in
+//! the entry. The address is made from a reference to the whole
+//! [`TimerEntry`], so that the payload is read through it when the entry
+//! fires.
+//!
+//! The entry keeps the low 32 bits of its arming number, as the service's
+//! slots do (the `hierarchy` module docs, "Arming numbers in 32 bits"):
+//! with 8-byte links the link is 40 bytes, and an entry with an 8-byte
+//! payload stays 48 (the C `tw_entry`). The price is a renumbering of the
+//! armed entries once every 2^30 armings, and a bound of 2^30 - 1 entries
+//! armed at once on one wheel.
 //!
 //! # Who touches what
 //!
 //! * An entry's link fields are `Cell`s, written only by its wheel's code,
 //!   on the wheel's thread (neither type is `Send` nor `Sync`). The payload
 //!   is written once, by [`TimerEntry::new`], and then only read.
-//! * The wheel's state (levels and table) sits behind a raw pointer, not in
+//! * The wheel's state (levels and count) sits behind a raw pointer, not in
 //!   a `Box` the handle owns: an entry's `Drop` and [`TimerEntry::cancel`]
 //!   reach it through the pointer the entry keeps while armed, and may run
 //!   while the caller holds `&mut EmbeddedWheel` (in a callback of
@@ -56,38 +58,44 @@ use std::pin::Pin;
 use std::ptr::{self, NonNull};
 
 use super::hierarchy::Hierarchy;
-use super::node::{prefetch, Node, Nodes, NIL, UNLINKED};
+use super::node::{prefetch, Node, Nodes, UNLINKED};
 use super::{roundest_tick_in, Advance};
 use crate::TimerError;
 
 /// The wheel's part of an entry. `repr(C)` and first in [`TimerEntry`], so
-/// that a pointer to the entry is a pointer to its link (the table stores
-/// the entry's address, typed as its link).
+/// that a pointer to the entry is a pointer to its link: the hierarchy names
+/// entries by that address (see the module docs).
 #[repr(C)]
 struct Link {
     /// The tick the timer is due at (meaningful while armed).
     deadline: Cell<u64>,
-    /// Arming number, for same-tick order (see `hierarchy`).
-    seq: Cell<u64>,
+    /// Previous and next entry in the same bucket, or null.
+    prev: Cell<Id>,
+    next: Cell<Id>,
     /// The wheel the entry is armed on, or null when not armed.
     wheel: Cell<*const Shared>,
-    prev: Cell<u32>,
-    next: Cell<u32>,
-    /// The entry's index in its wheel's table (`NIL` when not armed).
-    index: Cell<u32>,
+    /// Low 32 bits of the arming number, for same-tick order (see
+    /// `hierarchy`, "Arming numbers in 32 bits"): 4 bytes, so that the
+    /// entry stays 48 bytes with an 8-byte payload (the C `tw_entry`).
+    seq: Cell<u32>,
     /// The bucket holding the entry, or `UNLINKED`.
     bucket: Cell<u16>,
 }
+
+/// How the hierarchy names an entry: the address of the whole entry, typed
+/// as its link (the link comes first). Made from a reference to the whole
+/// [`TimerEntry`], never to the link alone, so that the payload can be read
+/// through it when the entry fires.
+type Id = *const Link;
 
 impl Link {
     const fn new() -> Self {
         Link {
             deadline: Cell::new(0),
-            seq: Cell::new(0),
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
             wheel: Cell::new(ptr::null()),
-            prev: Cell::new(NIL),
-            next: Cell::new(NIL),
-            index: Cell::new(NIL),
+            seq: Cell::new(0),
             bucket: Cell::new(UNLINKED),
         }
     }
@@ -96,27 +104,31 @@ impl Link {
     #[inline(always)]
     fn detach(&self) {
         self.wheel.set(ptr::null());
-        self.index.set(NIL);
     }
+}
 
-    /// Disarms the entry if armed; `true` when it was.
-    #[inline]
-    fn cancel(&self) -> bool {
-        let shared = self.wheel.get();
-        if shared.is_null() {
-            return false;
-        }
-        // SAFETY: an armed entry's wheel is alive (dropping a wheel detaches
-        // its entries first), used by this thread only (neither type is
-        // `Send`), and no other borrow of its state is live: the wheel's
-        // methods run no user code while they hold one (module docs).
-        let shared = unsafe { &mut *shared.cast_mut() };
-        let index = self.index.get();
-        shared.hierarchy.unlink(&mut shared.table, index);
-        shared.table.remove(index);
-        self.detach();
-        true
+/// Disarms the entry at `id` if armed; `true` when it was.
+///
+/// # Safety
+/// `id` is the address of a live [`TimerEntry`] (of any payload type),
+/// made from a reference to the whole entry.
+#[inline]
+unsafe fn cancel(id: Id) -> bool {
+    // SAFETY: the caller's contract.
+    let link = unsafe { &*id };
+    let shared = link.wheel.get();
+    if shared.is_null() {
+        return false;
     }
+    // SAFETY: an armed entry's wheel is alive (dropping a wheel detaches
+    // its entries first), used by this thread only (neither type is
+    // `Send`), and no other borrow of its state is live: the wheel's
+    // methods run no user code while they hold one (module docs).
+    let shared = unsafe { &mut *shared.cast_mut() };
+    shared.hierarchy.unlink(&mut Entries, id);
+    shared.len -= 1;
+    link.detach();
+    true
 }
 
 /// A timer kept inside the caller's record, armed on an [`EmbeddedWheel`].
@@ -185,13 +197,21 @@ impl<T> TimerEntry<T> {
     /// was not (never armed, fired, cancelled, or its wheel was dropped).
     /// Needs no wheel: an armed entry knows its own.
     pub fn cancel(&self) -> bool {
-        self.link.cancel()
+        // SAFETY: the address of this live entry, made from a reference to
+        // all of it.
+        unsafe { cancel(self.id()) }
+    }
+
+    /// The name the hierarchy knows this entry by (see [`Id`]).
+    #[inline(always)]
+    fn id(&self) -> Id {
+        ptr::from_ref(self).cast::<Link>()
     }
 }
 
 impl<T> Drop for TimerEntry<T> {
     fn drop(&mut self) {
-        self.link.cancel();
+        self.cancel();
     }
 }
 
@@ -214,76 +234,40 @@ pub struct Fired<T> {
     pub value: T,
 }
 
-/// The table of armed entries: the [`Nodes`] store the hierarchy links
-/// through (see the module docs).
-struct Table {
-    /// Per index, the armed entry's address (typed as its link), or null.
-    slots: Vec<*const Link>,
-    /// Indices whose slot is null, most recently freed last.
-    free: Vec<u32>,
-}
+/// One more than the most timers one embedded wheel may hold armed at once:
+/// with 32-bit arming numbers, `MAX_ARMED + RENUMBER_EVERY` stays under
+/// 2^31 (see `hierarchy`, "Arming numbers in 32 bits").
+const MAX_ARMED: usize = (1 << 30) - 1;
 
-impl Table {
-    /// The entry at `index`, which the hierarchy holds, so it is armed.
+/// The [`Nodes`] store of the embedded wheel: the entries themselves, named
+/// by address, so it holds nothing. Every [`Id`] the hierarchy passes is
+/// one it was given by `arm` or read from the links it wrote: the address
+/// of an armed entry, which is pinned and alive (its `Drop` unlinks it
+/// before its memory goes), never null.
+///
+/// Ordered, with 32-bit arming numbers: moves above level 0 stay in place
+/// (the `hierarchy` module docs), as in the keyed wheel.
+struct Entries;
+
+impl Entries {
+    /// The entry at `id`, which the hierarchy holds, so it is armed.
     #[inline(always)]
-    fn link(&self, index: u32) -> &Link {
-        debug_assert!(!self.slots[index as usize].is_null());
-        // SAFETY: (1) the hierarchy only holds indices of armed entries,
-        // which `insert` gave out and `remove` has not taken back, so the
-        // index is in bounds; (2) an armed entry is pinned and alive (its
-        // `Drop` unlinks it and empties its slot before its memory goes).
-        unsafe { &**self.slots.get_unchecked(index as usize) }
-    }
-
-    /// Takes an index for `entry`, which is being armed.
-    #[inline]
-    fn insert(&mut self, entry: *const Link) -> u32 {
-        match self.free.pop() {
-            Some(index) => {
-                // SAFETY: free indices are below `slots.len()`.
-                unsafe { *self.slots.get_unchecked_mut(index as usize) = entry };
-                index
-            }
-            None => self.push(entry),
-        }
-    }
-
-    /// [`insert`](Self::insert) when no index is free: the table grows.
-    #[inline(never)]
-    fn push(&mut self, entry: *const Link) -> u32 {
-        let index = self.slots.len();
-        assert!(
-            index < NIL as usize,
-            "tickwheel: more than 2^32-1 timers armed in one wheel"
-        );
-        self.slots.push(entry);
-        // Room for every index to be free at once: `remove` never allocates.
-        self.free.reserve(self.slots.len() - self.free.len());
-        index as u32
-    }
-
-    /// Gives back `index`, whose entry is no longer armed.
-    #[inline]
-    fn remove(&mut self, index: u32) {
-        // SAFETY: `index` was given out by `insert`, so it is in bounds.
-        unsafe { *self.slots.get_unchecked_mut(index as usize) = ptr::null() };
-        // No allocation: `push` reserved room for every index.
-        self.free.push(index);
-    }
-
-    fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+    fn link<'a>(id: Id) -> &'a Link {
+        debug_assert!(!id.is_null());
+        // SAFETY: see the type's docs; only `Cell`s are written through
+        // the reference, on the wheel's thread.
+        unsafe { &*id }
     }
 }
 
-/// Ordered: the entries keep 64-bit arming numbers, so moves above level 0
-/// stay in place (the `hierarchy` module docs), as in the keyed wheel.
-impl Nodes for Table {
+impl Nodes for Entries {
+    type Id = Id;
     const ORDERED: bool = true;
+    const SEQ_WRAPS: bool = true;
 
     #[inline(always)]
-    fn node(&self, index: u32) -> Node {
-        let link = self.link(index);
+    fn node(&self, id: Id) -> Node<Id> {
+        let link = Self::link(id);
         Node {
             deadline: link.deadline.get(),
             prev: link.prev.get(),
@@ -293,8 +277,8 @@ impl Nodes for Table {
     }
 
     #[inline(always)]
-    fn set_node(&mut self, index: u32, node: Node) {
-        let link = self.link(index);
+    fn set_node(&mut self, id: Id, node: Node<Id>) {
+        let link = Self::link(id);
         link.deadline.set(node.deadline);
         link.prev.set(node.prev);
         link.next.set(node.next);
@@ -302,49 +286,50 @@ impl Nodes for Table {
     }
 
     #[inline(always)]
-    fn set_prev(&mut self, index: u32, prev: u32) {
-        self.link(index).prev.set(prev);
+    fn set_prev(&mut self, id: Id, prev: Id) {
+        Self::link(id).prev.set(prev);
     }
 
     #[inline(always)]
-    fn set_next(&mut self, index: u32, next: u32) {
-        self.link(index).next.set(next);
+    fn set_next(&mut self, id: Id, next: Id) {
+        Self::link(id).next.set(next);
     }
 
     #[inline(always)]
-    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
-        let link = self.link(index);
+    fn set_deadline_seq(&mut self, id: Id, deadline: u64, seq: u64) {
+        let link = Self::link(id);
         link.deadline.set(deadline);
-        link.seq.set(seq);
+        link.seq.set(seq as u32);
     }
 
     #[inline(always)]
-    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
-        self.set_node(index, node);
-        self.link(index).seq.set(seq);
+    fn set_node_seq(&mut self, id: Id, node: Node<Id>, seq: u64) {
+        self.set_node(id, node);
+        Self::link(id).seq.set(seq as u32);
     }
 
     #[inline(always)]
-    fn seq(&self, index: u32) -> u64 {
-        self.link(index).seq.get()
+    fn seq(&self, id: Id) -> u64 {
+        u64::from(Self::link(id).seq.get())
     }
 
     #[inline(always)]
-    fn set_seq(&mut self, index: u32, seq: u64) {
-        self.link(index).seq.set(seq);
+    fn set_seq(&mut self, id: Id, seq: u64) {
+        Self::link(id).seq.set(seq as u32);
     }
 
     #[inline(always)]
-    fn prefetch(&self, index: u32) {
-        prefetch(self.link(index));
+    fn prefetch(&self, id: Id) {
+        prefetch(id);
     }
 }
 
 /// The wheel's state, on the heap at a fixed address that armed entries
 /// point to.
 struct Shared {
-    hierarchy: Hierarchy,
-    table: Table,
+    hierarchy: Hierarchy<Id>,
+    /// Number of armed entries.
+    len: usize,
 }
 
 /// A single-threaded hierarchical timing wheel whose timers are
@@ -379,22 +364,21 @@ impl<T: Copy> EmbeddedWheel<T> {
 
     /// An empty wheel whose time starts at `now`.
     pub fn starting_at(now: u64) -> Self {
-        Self::with_capacity_at(now, 0)
+        Self::with_capacity_at(now)
     }
 
-    /// An empty wheel at tick 0 with table room for `capacity` armed timers
-    /// before it allocates.
+    /// An empty wheel at tick 0. The wheel keeps nothing per armed timer
+    /// (the entries hold their own links), so `capacity` reserves nothing:
+    /// it is accepted for symmetry with [`Wheel::with_capacity`](super::Wheel::with_capacity).
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_capacity_at(0, capacity)
+        let _ = capacity;
+        Self::with_capacity_at(0)
     }
 
-    fn with_capacity_at(now: u64, capacity: usize) -> Self {
+    fn with_capacity_at(now: u64) -> Self {
         let shared = Box::new(Shared {
             hierarchy: Hierarchy::starting_at(now),
-            table: Table {
-                slots: Vec::with_capacity(capacity),
-                free: Vec::with_capacity(capacity),
-            },
+            len: 0,
         });
         EmbeddedWheel {
             shared: NonNull::from(Box::leak(shared)),
@@ -423,7 +407,7 @@ impl<T: Copy> EmbeddedWheel<T> {
 
     /// Number of armed timers.
     pub fn len(&self) -> usize {
-        self.state().table.len()
+        self.state().len
     }
 
     /// `true` when no timer is armed.
@@ -445,8 +429,9 @@ impl<T: Copy> EmbeddedWheel<T> {
     /// (nothing changes).
     #[inline]
     pub fn schedule(&mut self, entry: Pin<&TimerEntry<T>>, delay: u64) -> Result<(), TimerError> {
+        // At or after `now`: no clamping.
         let deadline = self.now().saturating_add(delay);
-        self.schedule_at(entry, deadline)
+        self.schedule_from_now(entry, deadline)
     }
 
     /// [`schedule`](Self::schedule) at the absolute tick `deadline`
@@ -458,13 +443,27 @@ impl<T: Copy> EmbeddedWheel<T> {
     ///
     /// # Errors
     /// As [`schedule`](Self::schedule).
-    // Always inlined, with only the move of an entry armed here inline
-    // (the hierarchy's `rearm`: a move in place inline, the rest out of
-    // line): Ratas' workload moves armed timers far more often than it
-    // arms idle ones, and out of line the call's register saves cost as
-    // much as the move (`benches/ratas_embedded.rs` under callgrind).
+    // Always inlined, and so are the two common cases under it: the move of
+    // an entry armed here (the hierarchy's `rearm`: a move in place inline,
+    // the rest out of line) and the arming of a fired entry (`arm`). Ratas'
+    // workload does both about once per fired timer, and out of line the
+    // call's register saves cost as much as the work
+    // (`benches/ratas_embedded.rs` under callgrind: making `arm` inline cut
+    // 6% of the instructions).
     #[inline(always)]
     pub fn schedule_at(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        deadline: u64,
+    ) -> Result<(), TimerError> {
+        let deadline = deadline.max(self.now());
+        self.schedule_from_now(entry, deadline)
+    }
+
+    /// [`schedule_at`](Self::schedule_at) of a `deadline` at or after
+    /// `now()`.
+    #[inline(always)]
+    fn schedule_from_now(
         &mut self,
         entry: Pin<&TimerEntry<T>>,
         deadline: u64,
@@ -472,19 +471,19 @@ impl<T: Copy> EmbeddedWheel<T> {
         let link = &entry.link;
         if link.wheel.get() == self.shared.as_ptr().cast_const() {
             let state = self.state_mut();
-            let deadline = deadline.max(state.hierarchy.now());
             // Linked, so `rearm` moves it (never the held-timer case).
             let held = state
                 .hierarchy
-                .rearm(&mut state.table, link.index.get(), deadline);
+                .rearm(&mut Entries, entry.get_ref().id(), deadline);
             debug_assert!(!held);
             return Ok(());
         }
         self.arm(entry, deadline)
     }
 
-    /// [`schedule_at`](Self::schedule_at) of an entry not armed here.
-    #[inline(never)]
+    /// [`schedule_from_now`](Self::schedule_from_now) of an entry not
+    /// armed here.
+    #[inline]
     fn arm(&mut self, entry: Pin<&TimerEntry<T>>, deadline: u64) -> Result<(), TimerError> {
         let entry = entry.get_ref();
         let link = &entry.link;
@@ -493,13 +492,15 @@ impl<T: Copy> EmbeddedWheel<T> {
         }
         let this = self.shared.as_ptr().cast_const();
         let state = self.state_mut();
-        let deadline = deadline.max(state.hierarchy.now());
-        // The table keeps the whole entry's address (not the link's), so
-        // that `poll` can read the payload through it.
-        let index = state.table.insert(ptr::from_ref(entry).cast::<Link>());
-        link.index.set(index);
+        debug_assert!(deadline >= state.hierarchy.now());
+        // See `MAX_ARMED`.
+        assert!(
+            state.len < MAX_ARMED,
+            "tickwheel: 2^30 - 1 timers armed in one embedded wheel, the most it holds"
+        );
+        state.len += 1;
         link.wheel.set(this);
-        state.hierarchy.link(&mut state.table, index, deadline);
+        state.hierarchy.link(&mut Entries, entry.id(), deadline);
         Ok(())
     }
 
@@ -519,7 +520,11 @@ impl<T: Copy> EmbeddedWheel<T> {
     /// [`TimerError::InvalidRange`] when the range is empty,
     /// [`TimerError::ForeignEntry`] when the entry is armed on another wheel;
     /// nothing changes.
-    #[inline]
+    // Always inlined, with only the keep inline: in Ratas' workload nearly
+    // every call finds the idle timer already in its window (a pushed-back
+    // idle timeout), and out of line the call costs more than the check
+    // (`benches/ratas_embedded.rs` under callgrind).
+    #[inline(always)]
     pub fn schedule_in_range(
         &mut self,
         entry: Pin<&TimerEntry<T>>,
@@ -531,9 +536,22 @@ impl<T: Copy> EmbeddedWheel<T> {
             return Err(TimerError::InvalidRange);
         }
         let now = self.now();
-        self.schedule_at_in_range(
+        let link = &entry.link;
+        if link.wheel.get() == self.shared.as_ptr().cast_const() {
+            // An armed entry is due at or after `now`: compared as a delay,
+            // its deadline needs no saturating window ends. A deadline that
+            // is not within the delays here may still be within the
+            // saturated window (at `u64::MAX`): `keep_or_move_into` decides.
+            let delay = link.deadline.get() - now;
+            if earliest <= delay && delay <= latest {
+                return Ok(link.deadline.get());
+            }
+        }
+        // Both ends are at or after `now`: no clamping.
+        self.keep_or_move_into(
             entry,
-            now.saturating_add(earliest)..=now.saturating_add(latest),
+            now.saturating_add(earliest),
+            now.saturating_add(latest),
         )
     }
 
@@ -547,7 +565,7 @@ impl<T: Copy> EmbeddedWheel<T> {
     ///
     /// # Errors
     /// As [`schedule_in_range`](Self::schedule_in_range).
-    #[inline]
+    #[inline(always)]
     pub fn schedule_at_in_range(
         &mut self,
         entry: Pin<&TimerEntry<T>>,
@@ -558,16 +576,40 @@ impl<T: Copy> EmbeddedWheel<T> {
             return Err(TimerError::InvalidRange);
         }
         let now = self.now();
-        let (earliest, latest) = (earliest.max(now), latest.max(now));
+        self.keep_or_move_into(entry, earliest.max(now), latest.max(now))
+    }
+
+    /// The range schedules' work, for `now <= earliest <= latest`: keeps an
+    /// entry armed here with a deadline in the window where it is (inline),
+    /// else moves or arms it there (out of line).
+    #[inline(always)]
+    fn keep_or_move_into(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        earliest: u64,
+        latest: u64,
+    ) -> Result<u64, TimerError> {
         let link = &entry.link;
         if link.wheel.get() == self.shared.as_ptr().cast_const() {
             let current = link.deadline.get();
-            if (earliest..=latest).contains(&current) {
+            if earliest <= current && current <= latest {
                 return Ok(current);
             }
         }
+        self.move_into(entry, earliest, latest)
+    }
+
+    /// [`keep_or_move_into`](Self::keep_or_move_into) of an entry it does
+    /// not keep.
+    #[inline(never)]
+    fn move_into(
+        &mut self,
+        entry: Pin<&TimerEntry<T>>,
+        earliest: u64,
+        latest: u64,
+    ) -> Result<u64, TimerError> {
         let deadline = roundest_tick_in(earliest, latest);
-        self.schedule_at(entry, deadline)?;
+        self.schedule_from_now(entry, deadline)?;
         Ok(deadline)
     }
 
@@ -591,15 +633,12 @@ impl<T: Copy> EmbeddedWheel<T> {
     #[inline(always)]
     pub(crate) fn poll_entry(&mut self, target: u64) -> Option<NonNull<TimerEntry<T>>> {
         let state = self.state_mut();
-        let index = state.hierarchy.pop_due(&mut state.table, target)?;
-        // The raw address, not a `&Link` made from it: the payload read
-        // through it in `poll` lies outside the link.
-        // SAFETY: the hierarchy holds `index`, so it is in bounds.
-        let entry = unsafe { *state.table.slots.get_unchecked(index as usize) };
-        state.table.remove(index);
-        // SAFETY: armed until now, so alive (see `Table::link`).
-        unsafe { (*entry).detach() };
-        // SAFETY: table slots of armed entries are never null.
+        let entry = state.hierarchy.pop_due(&mut Entries, target)?;
+        state.len -= 1;
+        // The raw address is returned, not a `&Link` made from it: the
+        // payload read through it in `poll` lies outside the link.
+        Entries::link(entry).detach();
+        // SAFETY: the hierarchy holds no null id (see `Entries`).
         Some(unsafe { NonNull::new_unchecked(entry.cast_mut()) }.cast())
     }
 
@@ -622,9 +661,9 @@ impl<T: Copy> EmbeddedWheel<T> {
     fn pop_fired(&mut self, target: u64) -> Option<Fired<T>> {
         let entry = self.poll_entry(target)?;
         // SAFETY: the entry was armed until `poll_entry` detached it just
-        // now, so it is alive (its `Drop` would have unlinked it); the table
-        // kept the whole entry's address, so the payload is in reach. `T`
-        // is `Copy`: reading it runs no user code.
+        // now, so it is alive (its `Drop` would have unlinked it); its id
+        // is the whole entry's address, so the payload is in reach. `T` is
+        // `Copy`: reading it runs no user code.
         let value = unsafe { ptr::addr_of!((*entry.as_ptr()).value).read() };
         Some(Fired {
             deadline: self.now(),
@@ -693,7 +732,7 @@ impl<T: Copy> EmbeddedWheel<T> {
         }
         let complete = state
             .hierarchy
-            .next_deadline(&state.table)
+            .next_deadline(&Entries)
             .is_none_or(|d| d > target);
         if complete {
             let none = self.poll_entry(target);
@@ -707,7 +746,7 @@ impl<T: Copy> EmbeddedWheel<T> {
     /// ([`Wheel::next_deadline`](super::Wheel::next_deadline)).
     pub fn next_deadline(&self) -> Option<u64> {
         let state = self.state();
-        state.hierarchy.next_deadline(&state.table)
+        state.hierarchy.next_deadline(&Entries)
     }
 
     /// Ticks from now until the next timer is due, at most `cap`: `cap`
@@ -721,7 +760,7 @@ impl<T: Copy> EmbeddedWheel<T> {
         let now = state.hierarchy.now();
         state
             .hierarchy
-            .next_deadline_until(&state.table, now.saturating_add(cap - 1))
+            .next_deadline_until(&Entries, now.saturating_add(cap - 1))
             .map_or(cap, |deadline| deadline - now)
     }
 
@@ -737,10 +776,10 @@ impl<T: Copy> Drop for EmbeddedWheel<T> {
         // does not reach freed memory.
         let state = self.state_mut();
         for head in state.hierarchy.heads() {
-            let mut index = head;
-            while index != NIL {
-                let link = state.table.link(index);
-                index = link.next.get();
+            let mut id = head;
+            while !id.is_null() {
+                let link = Entries::link(id);
+                id = link.next.get();
                 link.bucket.set(UNLINKED);
                 link.detach();
             }

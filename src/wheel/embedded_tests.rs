@@ -405,3 +405,61 @@ fn embedded_an_entry_rearmed_for_now_by_its_callback_fires_once_per_advance() {
         Some((100, 0))
     );
 }
+
+/// Entries keep 32 bits of arming number: timers armed and moved across
+/// the wrap of those bits, and across a renumbering, still fire in arming
+/// order within each tick. Fails if the entries compared their numbers
+/// as plain integers (the wrapped ones would fire first) or if the
+/// renumbering lost their order.
+#[test]
+fn embedded_same_tick_order_survives_the_arming_number_wrap() {
+    let n = 24u32;
+    let timers = entries(n);
+    let mut wheel = EmbeddedWheel::new();
+    // The first round's armings before the wrap, the second's after it; a
+    // renumbering on the way.
+    let first = (1u64 << 32) - u64::from(n);
+    wheel
+        .state_mut()
+        .hierarchy
+        .set_seq_for_test(first, first + u64::from(n) + 5);
+    // Three deadlines, two above level 0, armed in a scrambled order and
+    // some moved later (in place above level 0), so that cascades meet
+    // entries out of order.
+    let mut expected: Vec<(u64, u64, u32)> = Vec::new();
+    let mut order = 0u64;
+    // The second round moves half the timers: each tick ends up with
+    // timers last armed before the wrap and timers armed after it.
+    for round in 0..2u32 {
+        for i in 0..n / (round + 1) {
+            let timer = (i * 7 + round * 5) % n;
+            let deadline = [70u64, 5000, 5001][((i + round) % 3) as usize];
+            wheel.schedule_at(at(&timers, timer), deadline).unwrap();
+            expected.retain(|&(_, _, t)| t != timer);
+            expected.push((deadline, order, timer));
+            order += 1;
+        }
+    }
+    expected.sort_unstable();
+    let expected: Vec<(u64, u32)> = expected.iter().map(|&(d, _, t)| (d, t)).collect();
+    assert_eq!(drain(&mut wheel, 6000), expected);
+}
+
+/// A window whose ends saturate at `u64::MAX` still keeps a timer due at
+/// `u64::MAX` in place (it is in the window), so a timer armed for that
+/// tick after it still fires after it. Fails if the range schedule
+/// compared delays without saturating and moved (re-armed) the first.
+#[test]
+fn embedded_range_scheduling_keeps_a_deadline_in_a_saturated_window() {
+    let timers = entries(2);
+    let mut wheel = EmbeddedWheel::starting_at(1000);
+    wheel.schedule_at(at(&timers, 0), u64::MAX).unwrap();
+    wheel.schedule_at(at(&timers, 1), u64::MAX).unwrap();
+    assert_eq!(
+        wheel.schedule_in_range(at(&timers, 0), u64::MAX - 10..=u64::MAX),
+        Ok(u64::MAX)
+    );
+    let mut fired = Vec::new();
+    let _ = wheel.advance(u64::MAX, usize::MAX, |_, t| fired.push(t.value));
+    assert_eq!(fired, [0, 1]);
+}

@@ -2,11 +2,14 @@
 //! unlinking, cascading, and finding what is due, over timer entries stored
 //! somewhere else.
 //!
-//! The entries live in a [`Nodes`] store and are addressed by `u32` index.
-//! [`Wheel`](super::Wheel) stores them in its slab next to each payload; the
-//! timer service stores them inside its timer slots (intrusive links), so a
-//! service timer costs no second allocation and no second cache miss. Both
-//! run exactly this code.
+//! The entries live in a [`Nodes`] store, which chooses how links name them
+//! ([`Nodes::Id`], the hierarchy's type parameter). [`Wheel`](super::Wheel)
+//! stores them in its slab next to each payload and the timer service
+//! inside its timer slots (intrusive links, so a service timer costs no
+//! second allocation and no second cache miss); both name them by `u32`
+//! index, half a pointer per link. [`EmbeddedWheel`](super::EmbeddedWheel)
+//! links the caller's own entries and names them by address, so that a
+//! link is followed with one load. All three run exactly this code.
 //!
 //! # The next-deadline memo
 //!
@@ -100,21 +103,23 @@
 //! # Arming numbers in 32 bits
 //!
 //! The service's slots have room for 32 bits of arming number, not 64
-//! ([`Nodes::SEQ_WRAPS`]). Two numbers are then compared by their wrapping
-//! difference, which is right as long as they are less than 2^31 apart.
-//! That holds for every pair of linked entries by construction: every
-//! [`RENUMBER_EVERY`] armings, [`Hierarchy::renumber`] gives the linked
-//! entries fresh consecutive numbers in their current order (a walk of
-//! every bucket and a sort: O(n log n) for `n` linked timers, once per
-//! 2^30 armings of one shard). Between two renumberings the linked entries'
-//! numbers span at most `n + 2^30` (`n < 2^28`, the most slots a service
-//! has), under 2^31. `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap`
+//! ([`Nodes::SEQ_WRAPS`]), and so do the embedded wheel's entries (which
+//! keep the C `tw_entry` at 48 bytes that way). Two numbers are then
+//! compared by their wrapping difference, which is right as long as they
+//! are less than 2^31 apart. That holds for every pair of linked entries by
+//! construction: every [`RENUMBER_EVERY`] armings, [`Hierarchy::renumber`]
+//! gives the linked entries fresh consecutive numbers in their current
+//! order (a walk of every bucket and a sort: O(n log n) for `n` linked
+//! timers, once per 2^30 armings of one shard or wheel). Between two
+//! renumberings the linked entries' numbers span at most `n + 2^30`, under
+//! 2^31: `n < 2^28` for a service (the most slots it has), `n < 2^30` for
+//! an embedded wheel (the most entries it arms at once). `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap`
 //! arms and moves timers across the wrap and a renumbering.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::level::{Bitmap, Level, SLOTS, SLOT_BITS};
-use super::node::{Node, Nodes, NIL, UNLINKED};
+use super::node::{EntryId, Node, Nodes, UNLINKED};
 
 /// Number of levels: enough digits in base 64 (the buckets per level) to
 /// cover every `u64` deadline.
@@ -146,9 +151,9 @@ fn newer<N: Nodes>(a: u64, b: u64) -> bool {
 }
 
 /// The levels and the current tick.
-pub(crate) struct Hierarchy {
+pub(crate) struct Hierarchy<I: EntryId = u32> {
     now: u64,
-    levels: Box<[Level; LEVELS]>,
+    levels: Box<[Level<I>; LEVELS]>,
     /// The exact earliest deadline when known (see the module docs).
     earliest: Memo,
     /// The next arming sequence number (used with `Nodes::ORDERED` only).
@@ -158,7 +163,7 @@ pub(crate) struct Hierarchy {
     renumber_at: u64,
     /// Scratch for [`cascade`](Self::cascade): the back half of the bucket
     /// being cascaded (empty between cascades; dropped after a big one).
-    back_half: Vec<u32>,
+    back_half: Vec<I>,
     /// The arming number `next_seq` had when `now` last moved (or the pass
     /// began): during a pass, an entry due at `now` with this number or a
     /// newer one was armed for a tick the pass had already reached, and
@@ -168,7 +173,7 @@ pub(crate) struct Hierarchy {
     in_pass: bool,
 }
 
-impl Clone for Hierarchy {
+impl<I: EntryId> Clone for Hierarchy<I> {
     fn clone(&self) -> Self {
         Hierarchy {
             now: self.now,
@@ -229,13 +234,13 @@ impl Memo {
     }
 }
 
-impl Hierarchy {
+impl<I: EntryId> Hierarchy<I> {
     pub(crate) fn starting_at(now: u64) -> Self {
         // Built on the heap directly: `Box::new([..; LEVELS])` builds the
         // levels (~6 KiB at 64 buckets, ~16 KiB at 256) on the stack first
         // and copies them.
-        let levels: Box<[Level]> = (0..LEVELS).map(|_| Level::new()).collect();
-        let levels: Box<[Level; LEVELS]> = levels
+        let levels: Box<[Level<I>]> = (0..LEVELS).map(|_| Level::new()).collect();
+        let levels: Box<[Level<I>; LEVELS]> = levels
             .try_into()
             .unwrap_or_else(|_| unreachable!("exactly LEVELS levels"));
         Hierarchy {
@@ -292,7 +297,7 @@ impl Hierarchy {
     }
 
     /// Heads of every bucket (for iteration).
-    pub(crate) fn heads(&self) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn heads(&self) -> impl Iterator<Item = I> + '_ {
         self.levels
             .iter()
             .flat_map(|level| level.head.iter().copied())
@@ -301,7 +306,7 @@ impl Hierarchy {
     /// Arms entry `index`: appends it to the bucket `deadline` (`>= now`)
     /// maps to, as the most recently armed entry.
     #[inline]
-    pub(crate) fn link<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+    pub(crate) fn link<N: Nodes<Id = I>>(&mut self, nodes: &mut N, index: I, deadline: u64) {
         // The newest arming goes last: no order check needed.
         let seq = if N::ORDERED {
             Some(self.take_seq(nodes))
@@ -317,10 +322,10 @@ impl Hierarchy {
     /// number given out before, as `take_seq`'s would be; later numbers
     /// continue after it.
     #[inline]
-    pub(crate) fn link_numbered<N: Nodes>(
+    pub(crate) fn link_numbered<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
-        index: u32,
+        index: I,
         deadline: u64,
         seq: u64,
     ) {
@@ -340,7 +345,7 @@ impl Hierarchy {
     /// docs); the entry being armed, if linked, is renumbered too and then
     /// gets the number returned, the newest.
     #[inline]
-    fn take_seq<N: Nodes>(&mut self, nodes: &mut N) -> u64 {
+    fn take_seq<N: Nodes<Id = I>>(&mut self, nodes: &mut N) -> u64 {
         if N::SEQ_WRAPS && self.next_seq >= self.renumber_at {
             self.renumber(nodes);
         }
@@ -356,34 +361,35 @@ impl Hierarchy {
     /// scratch list of the linked entries, and drops it.
     #[cold]
     #[inline(never)]
-    fn renumber<N: Nodes>(&mut self, nodes: &mut N) {
+    fn renumber<N: Nodes<Id = I>>(&mut self, nodes: &mut N) {
         let next = self.next_seq as u32;
         // Oldest first: the largest age `next - seq` (every linked number
         // is below `next` and less than 2^31 from it) sorts first as the
         // smallest `!age`.
-        let mut entries: Vec<u64> = Vec::new();
+        let mut entries: Vec<(u32, I)> = Vec::new();
         for level in self.levels.iter() {
             for &head in level.head.iter() {
                 let mut index = head;
-                while index != NIL {
+                while index != I::NIL {
                     let age = next.wrapping_sub(nodes.seq(index) as u32);
-                    entries.push((u64::from(!age) << 32) | u64::from(index));
+                    entries.push((!age, index));
                     index = nodes.node(index).next;
                 }
             }
         }
-        entries.sort_unstable();
+        // Linked entries hold distinct numbers, so no two keys tie.
+        entries.sort_unstable_by_key(|&(key, _)| key);
         // The fence moves with the numbers: to the first entry at or past
         // it (oldest first), else to the next number given out.
         let fence_age = next.wrapping_sub(self.fence as u32);
         let mut fence = None;
-        for entry in entries {
+        for (key, index) in entries {
             let seq = self.next_seq;
             self.next_seq += 1;
-            if fence.is_none() && !((entry >> 32) as u32) <= fence_age {
+            if fence.is_none() && !key <= fence_age {
                 fence = Some(seq);
             }
-            nodes.set_seq(entry as u32, seq);
+            nodes.set_seq(index, seq);
         }
         self.fence = fence.unwrap_or(self.next_seq);
         self.renumber_at = self.next_seq + RENUMBER_EVERY;
@@ -411,15 +417,30 @@ impl Hierarchy {
     /// (only level 0's order is ever used: a higher bucket's list order may
     /// be anything, and every adjacency on level 0 is checked as it forms).
     #[inline]
-    fn place<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64, new_seq: Option<u64>) {
+    fn place<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        index: I,
+        deadline: u64,
+        new_seq: Option<u64>,
+    ) {
         debug_assert!(deadline >= self.now);
-        let bucket = bucket_index(self.now, deadline);
-        let (level, slot) = split_bucket(bucket);
+        // The level and slot straight from the deadline, not split again
+        // from the bucket number. An arming checks for level 0 first (short
+        // timers: Ratas' workload arms one per fired timer, `benches/ratas*.rs`);
+        // a cascade does not: most of its entries go to a higher level, and
+        // the check in the cascade loop cost more than it saved
+        // (`benches/sim.rs` hold model under callgrind).
+        let (level, slot) = match new_seq {
+            Some(_) if self.now ^ deadline <= SLOT_MASK => (0, (deadline & SLOT_MASK) as usize),
+            _ => level_and_slot(self.now, deadline),
+        };
+        let bucket = (level * SLOTS + slot) as u16;
         let tail = self.levels[level].tail[slot];
         let node = Node {
             deadline,
             prev: tail,
-            next: NIL,
+            next: I::NIL,
             bucket,
         };
         let check_order = match new_seq {
@@ -432,7 +453,7 @@ impl Hierarchy {
                 true
             }
         };
-        if tail == NIL {
+        if tail == I::NIL {
             self.levels[level].head[slot] = index;
             self.levels[level].occupied.set(slot);
         } else {
@@ -451,7 +472,7 @@ impl Hierarchy {
 
     /// Removes entry `index` from its bucket. Returns its deadline.
     #[inline]
-    pub(crate) fn unlink<N: Nodes>(&mut self, nodes: &mut N, index: u32) -> u64 {
+    pub(crate) fn unlink<N: Nodes<Id = I>>(&mut self, nodes: &mut N, index: I) -> u64 {
         let node = nodes.node(index);
         debug_assert_ne!(node.bucket, UNLINKED, "unlinking an unlinked entry");
         self.detach(nodes, node);
@@ -464,19 +485,19 @@ impl Hierarchy {
     /// marks it unlinked next, and for a move, which links it again at once
     /// (one write of the node instead of two).
     #[inline]
-    fn detach<N: Nodes>(&mut self, nodes: &mut N, node: Node) {
+    fn detach<N: Nodes<Id = I>>(&mut self, nodes: &mut N, node: Node<I>) {
         let (level, slot) = split_bucket(node.bucket);
-        if node.prev == NIL {
+        if node.prev == I::NIL {
             self.levels[level].head[slot] = node.next;
         } else {
             nodes.set_next(node.prev, node.next);
         }
-        if node.next == NIL {
+        if node.next == I::NIL {
             self.levels[level].tail[slot] = node.prev;
         } else {
             nodes.set_prev(node.next, node.prev);
         }
-        if self.levels[level].head[slot] == NIL {
+        if self.levels[level].head[slot] == I::NIL {
             self.levels[level].occupied.clear(slot);
             self.levels[level].unsorted.clear(slot);
         }
@@ -489,7 +510,7 @@ impl Hierarchy {
     /// ordered store) the bucket is above level 0: then it stays in place
     /// (see the module docs).
     #[inline]
-    pub(crate) fn relink<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+    pub(crate) fn relink<N: Nodes<Id = I>>(&mut self, nodes: &mut N, index: I, deadline: u64) {
         let node = nodes.node(index);
         debug_assert_ne!(node.bucket, UNLINKED, "relinking an unlinked entry");
         if !self.move_in_place(nodes, index, node, deadline) {
@@ -501,7 +522,12 @@ impl Hierarchy {
     /// is unlinked (a fired timer the `Wheel` keeps for its caller: it is
     /// armed again in place, as a new arming). Returns `true` in that case.
     #[inline]
-    pub(crate) fn rearm<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) -> bool {
+    pub(crate) fn rearm<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        index: I,
+        deadline: u64,
+    ) -> bool {
         let node = nodes.node(index);
         if self.move_in_place(nodes, index, node, deadline) {
             return false;
@@ -526,11 +552,11 @@ impl Hierarchy {
     /// changing nothing, for every other move (and always for a store that
     /// is not ordered).
     #[inline(always)]
-    fn move_in_place<N: Nodes>(
+    fn move_in_place<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
-        index: u32,
-        node: Node,
+        index: I,
+        node: Node<I>,
         deadline: u64,
     ) -> bool {
         // `bucket - SLOTS < UNLINKED - SLOTS`: above level 0 and linked, in
@@ -553,7 +579,7 @@ impl Hierarchy {
     /// (held) entry: a held timer armed again, as cheap as an insert's link.
     /// Out of line so that the common lazy move in `rearm` stays small.
     #[inline(never)]
-    fn link_held<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+    fn link_held<N: Nodes<Id = I>>(&mut self, nodes: &mut N, index: I, deadline: u64) {
         self.link(nodes, index, deadline);
     }
 
@@ -561,7 +587,7 @@ impl Hierarchy {
     /// move in place: reads its node and goes on to
     /// [`relink_general`](Self::relink_general).
     #[inline(never)]
-    fn relink_linked<N: Nodes>(&mut self, nodes: &mut N, index: u32, deadline: u64) {
+    fn relink_linked<N: Nodes<Id = I>>(&mut self, nodes: &mut N, index: I, deadline: u64) {
         let node = nodes.node(index);
         self.relink_general(nodes, index, node, deadline);
     }
@@ -570,7 +596,13 @@ impl Hierarchy {
     /// [`rearm`](Self::rearm) did not settle in place. Out of line: its
     /// register saves stay off the inline paths.
     #[inline(never)]
-    fn relink_general<N: Nodes>(&mut self, nodes: &mut N, index: u32, node: Node, deadline: u64) {
+    fn relink_general<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        index: I,
+        node: Node<I>,
+        deadline: u64,
+    ) {
         let bucket = bucket_index(self.now, deadline);
         // Above level 0 an ordered store may leave the entry where it is
         // when it stays in its bucket, or when it moves later: its bucket
@@ -579,7 +611,7 @@ impl Hierarchy {
         let lazy = N::ORDERED
             && usize::from(node.bucket) >= SLOTS
             && (node.bucket == bucket || deadline >= node.deadline);
-        if lazy || (node.bucket == bucket && node.next == NIL) {
+        if lazy || (node.bucket == bucket && node.next == I::NIL) {
             nodes.set_node(index, Node { deadline, ..node });
             if N::ORDERED {
                 let seq = self.take_seq(nodes);
@@ -599,7 +631,7 @@ impl Hierarchy {
 
     /// The earliest deadline of any linked entry (`now` if one is due). See
     /// the module docs for its cost.
-    pub(crate) fn next_deadline<N: Nodes>(&self, nodes: &N) -> Option<u64> {
+    pub(crate) fn next_deadline<N: Nodes<Id = I>>(&self, nodes: &N) -> Option<u64> {
         self.next_deadline_until(nodes, u64::MAX)
     }
 
@@ -607,7 +639,11 @@ impl Hierarchy {
     /// else `None`; stops looking at the first bucket that starts after
     /// `limit` (so a capped query never walks a far bucket).
     #[inline]
-    pub(crate) fn next_deadline_until<N: Nodes>(&self, nodes: &N, limit: u64) -> Option<u64> {
+    pub(crate) fn next_deadline_until<N: Nodes<Id = I>>(
+        &self,
+        nodes: &N,
+        limit: u64,
+    ) -> Option<u64> {
         if let Some(earliest) = self.earliest.get() {
             return (earliest <= limit).then_some(earliest);
         }
@@ -632,7 +668,11 @@ impl Hierarchy {
     /// or shares its bucket with fewer than `budget` others. For a store
     /// without lazy moves (not [`Nodes::ORDERED`]) every entry lies inside
     /// its bucket, so the walk it falls through to reads that bucket only.
-    pub(crate) fn next_deadline_bounded<N: Nodes>(&self, nodes: &N, budget: usize) -> Option<u64> {
+    pub(crate) fn next_deadline_bounded<N: Nodes<Id = I>>(
+        &self,
+        nodes: &N,
+        budget: usize,
+    ) -> Option<u64> {
         if let Some(earliest) = self.earliest.get() {
             return Some(earliest);
         }
@@ -655,7 +695,7 @@ impl Hierarchy {
     /// unknown and level 0 has nothing at or after `now`: out of line, so
     /// the quick answers above cost no register saves.
     #[inline(never)]
-    fn next_deadline_walk<N: Nodes>(&self, nodes: &N, limit: u64) -> Option<u64> {
+    fn next_deadline_walk<N: Nodes<Id = I>>(&self, nodes: &N, limit: u64) -> Option<u64> {
         // Buckets in time order. Every entry's deadline is at or after its
         // bucket's first tick, so a bucket's first tick bounds everything
         // from there on; an entry moved later without relinking may lie
@@ -721,7 +761,7 @@ impl Hierarchy {
     /// `now` advanced to its deadline; or, when none is, advances `now` to
     /// `target` (or keeps it, if `target` is earlier) and returns `None`.
     #[inline(always)]
-    pub(crate) fn pop_due<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
+    pub(crate) fn pop_due<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's
         // next bucket, which lies beyond the current `SLOTS`-tick block). Both
@@ -788,7 +828,7 @@ impl Hierarchy {
     /// hour) pays a second call frame, a large share of its small cost
     /// (`benches/wheel.rs`, `advance_idle`).
     #[inline]
-    fn pop_due_slow<N: Nodes>(&mut self, nodes: &mut N, target: u64) -> Option<u32> {
+    fn pop_due_slow<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
         // Level 0 holds nothing at or after `now` here (checked by
         // `pop_due`), so the walk starts right away; after a step the due
         // bucket is checked again.
@@ -829,19 +869,19 @@ impl Hierarchy {
     /// head, and the memo, if known, is `now`; it stays right while the
     /// bucket still holds an entry (due now too).
     #[inline]
-    fn pop_head_due<N: Nodes>(&mut self, nodes: &mut N, slot: usize) -> u32 {
+    fn pop_head_due<N: Nodes<Id = I>>(&mut self, nodes: &mut N, slot: usize) -> I {
         let level = &mut self.levels[0];
         let index = level.head[slot];
         let node = nodes.node(index);
         debug_assert_eq!(node.deadline, self.now);
         level.head[slot] = node.next;
-        if node.next == NIL {
-            level.tail[slot] = NIL;
+        if node.next == I::NIL {
+            level.tail[slot] = I::NIL;
             level.occupied.clear(slot);
             level.unsorted.clear(slot);
             self.earliest.set(None);
         } else {
-            nodes.set_prev(node.next, NIL);
+            nodes.set_prev(node.next, I::NIL);
         }
         mark_unlinked(nodes, index, node);
         index
@@ -853,14 +893,14 @@ impl Hierarchy {
     /// level. Valid because nothing is due before it: the levels below are
     /// empty, the other buckets of `level` come later, and the digits of
     /// `now` above `level` do not change inside the bucket.
-    fn pop_alone<N: Nodes>(
+    fn pop_alone<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
         level: usize,
         slot: usize,
         start: u64,
         target: u64,
-    ) -> Option<u32> {
+    ) -> Option<I> {
         let index = self.levels[level].head[slot];
         if index != self.levels[level].tail[slot] {
             return None;
@@ -873,8 +913,8 @@ impl Hierarchy {
         self.move_now(node.deadline);
         // `unlink` for the only entry of a bucket: it empties the bucket.
         let bucket = &mut self.levels[level];
-        bucket.head[slot] = NIL;
-        bucket.tail[slot] = NIL;
+        bucket.head[slot] = I::NIL;
+        bucket.tail[slot] = I::NIL;
         bucket.occupied.clear(slot);
         bucket.unsorted.clear(slot);
         nodes.set_node(
@@ -943,7 +983,7 @@ impl Hierarchy {
     /// loads started ahead: so every target bucket receives the entries in
     /// list order, as a one-way walk would place them (the service's lists,
     /// which keep no arming numbers, rely on that order for same-tick FIFO).
-    fn cascade<N: Nodes>(&mut self, nodes: &mut N, level: usize, slot: usize) {
+    fn cascade<N: Nodes<Id = I>>(&mut self, nodes: &mut N, level: usize, slot: usize) {
         // No sort here, even of an unsorted bucket: `place` marks each
         // target bucket unsorted when an entry lands behind a newer one, and
         // only a level-0 bucket is sorted, right before it fires. Sorting
@@ -953,8 +993,8 @@ impl Hierarchy {
         // (`examples/wheel_restart_latency.rs` prints the longest advance).
         let mut front = self.levels[level].head[slot];
         let back = self.levels[level].tail[slot];
-        self.levels[level].head[slot] = NIL;
-        self.levels[level].tail[slot] = NIL;
+        self.levels[level].head[slot] = I::NIL;
+        self.levels[level].tail[slot] = I::NIL;
         self.levels[level].occupied.clear(slot);
         // The first entries one way: most buckets are short, and a short
         // one is over before a second walk would pay for its bookkeeping
@@ -962,7 +1002,7 @@ impl Hierarchy {
         // moves a few entries: a two-way walk from the first entry costs
         // more per event than the one-way walk).
         for _ in 0..ONE_WAY_FIRST {
-            if front == NIL {
+            if front == I::NIL {
                 return;
             }
             let node = nodes.node(front);
@@ -981,7 +1021,7 @@ impl Hierarchy {
     /// placed after it, first to last. Out of line: the common short
     /// cascade stays small where it is inlined.
     #[inline(never)]
-    fn cascade_both_ways<N: Nodes>(&mut self, nodes: &mut N, front: u32, back: u32) {
+    fn cascade_both_ways<N: Nodes<Id = I>>(&mut self, nodes: &mut N, front: I, back: I) {
         let mut back_half = std::mem::take(&mut self.back_half);
         let mut walk = BothEnds { front, back };
         // `BothEnds` reads both nodes before the front entry is placed
@@ -1015,28 +1055,28 @@ impl Hierarchy {
     /// Puts a bucket's list in arming order (ascending sequence number) and
     /// clears its unsorted bit: a bottom-up merge sort of the linked list
     /// itself, O(b log b) for `b` entries, stable, no allocation.
-    fn sort_bucket<N: Nodes>(&mut self, nodes: &mut N, level: usize, slot: usize) {
-        let next = |nodes: &N, index: u32| nodes.node(index).next;
+    fn sort_bucket<N: Nodes<Id = I>>(&mut self, nodes: &mut N, level: usize, slot: usize) {
+        let next = |nodes: &N, index: I| nodes.node(index).next;
         let mut list = self.levels[level].head[slot];
         let mut width = 1usize;
         loop {
             // One pass: merge neighbouring runs of `width` entries.
             let mut left = list;
-            let mut tail = NIL;
+            let mut tail = I::NIL;
             let mut merges = 0;
-            list = NIL;
-            while left != NIL {
+            list = I::NIL;
+            while left != I::NIL {
                 merges += 1;
                 let mut right = left;
                 let mut left_len = 0;
-                while left_len < width && right != NIL {
+                while left_len < width && right != I::NIL {
                     left_len += 1;
                     right = next(nodes, right);
                 }
                 let mut right_len = width;
-                while left_len > 0 || (right_len > 0 && right != NIL) {
+                while left_len > 0 || (right_len > 0 && right != I::NIL) {
                     let take_left = right_len == 0
-                        || right == NIL
+                        || right == I::NIL
                         || (left_len > 0 && !newer::<N>(nodes.seq(left), nodes.seq(right)));
                     let chosen = if take_left {
                         let chosen = left;
@@ -1049,7 +1089,7 @@ impl Hierarchy {
                         right_len -= 1;
                         chosen
                     };
-                    if tail == NIL {
+                    if tail == I::NIL {
                         list = chosen;
                     } else {
                         nodes.set_next(tail, chosen);
@@ -1058,8 +1098,8 @@ impl Hierarchy {
                 }
                 left = right;
             }
-            if tail != NIL {
-                nodes.set_next(tail, NIL);
+            if tail != I::NIL {
+                nodes.set_next(tail, I::NIL);
             }
             if merges <= 1 {
                 break;
@@ -1067,9 +1107,9 @@ impl Hierarchy {
             width *= 2;
         }
         // Rebuild the back links and the tail.
-        let mut prev = NIL;
+        let mut prev = I::NIL;
         let mut index = list;
-        while index != NIL {
+        while index != I::NIL {
             nodes.set_prev(index, prev);
             prev = index;
             index = next(nodes, index);
@@ -1083,7 +1123,7 @@ impl Hierarchy {
 /// The earliest deadline in the list `head..=tail` (not empty), read from
 /// both ends at once: two independent cache misses in flight, as in
 /// [`Hierarchy::cascade`] (a minimum does not care about order).
-fn min_deadline<N: Nodes>(nodes: &N, front: u32, back: u32) -> u64 {
+fn min_deadline<N: Nodes>(nodes: &N, front: N::Id, back: N::Id) -> u64 {
     let mut earliest = u64::MAX;
     let mut walk = BothEnds { front, back };
     while let Some(((_, node), back)) = walk.next(nodes) {
@@ -1096,36 +1136,36 @@ fn min_deadline<N: Nodes>(nodes: &N, front: u32, back: u32) -> u64 {
 }
 
 /// An entry a [`BothEnds`] walk reached, with its node as read then.
-type Visit = (u32, Node);
+type Visit<I> = (I, Node<I>);
 
 /// A walk of the list `front..=back` (not empty) from both ends at once,
 /// for [`Hierarchy::cascade`] and [`min_deadline`]: each step reads the next
 /// entry from the front and, unless that was the last one, the next from
 /// the back, two loads that do not wait for each other.
-struct BothEnds {
-    front: u32,
-    back: u32,
+struct BothEnds<I> {
+    front: I,
+    back: I,
 }
 
-impl BothEnds {
+impl<I: EntryId> BothEnds<I> {
     /// The next front entry and (unless the two ends have met on it) the
     /// next back entry, each with its node. Both nodes, and the links the
     /// walk goes on by, are read before the caller may rewrite the entries.
     #[inline(always)]
-    fn next<N: Nodes>(&mut self, nodes: &N) -> Option<(Visit, Option<Visit>)> {
+    fn next<N: Nodes<Id = I>>(&mut self, nodes: &N) -> Option<(Visit<I>, Option<Visit<I>>)> {
         let front = self.front;
-        if front == NIL {
+        if front == I::NIL {
             return None;
         }
         let front_node = nodes.node(front);
         if front == self.back {
-            self.front = NIL;
+            self.front = I::NIL;
             return Some(((front, front_node), None));
         }
         let back = self.back;
         let back_node = nodes.node(back);
         if front_node.next == back {
-            self.front = NIL;
+            self.front = I::NIL;
         } else {
             self.front = front_node.next;
             self.back = back_node.prev;
@@ -1144,21 +1184,28 @@ fn digit(tick: u64, level: usize) -> usize {
 /// the level is the highest base-[`SLOTS`] digit where the two differ.
 #[inline]
 fn bucket_index(now: u64, deadline: u64) -> u16 {
+    let (level, slot) = level_and_slot(now, deadline);
+    (level * SLOTS + slot) as u16
+}
+
+/// [`bucket_index`] as its level and slot.
+#[inline(always)]
+fn level_and_slot(now: u64, deadline: u64) -> (usize, usize) {
     let differing = (now ^ deadline) | SLOT_MASK;
     let highest_bit = 63 - differing.leading_zeros() as usize;
     let level = highest_bit / SLOT_BITS as usize;
-    (level * SLOTS + digit(deadline, level)) as u16
+    (level, digit(deadline, level))
 }
 
 /// Writes entry `index` (whose node was `node`) back as in no bucket.
 #[inline]
-fn mark_unlinked<N: Nodes>(nodes: &mut N, index: u32, node: Node) {
+fn mark_unlinked<N: Nodes>(nodes: &mut N, index: N::Id, node: Node<N::Id>) {
     nodes.set_node(
         index,
         Node {
             bucket: UNLINKED,
-            prev: NIL,
-            next: NIL,
+            prev: N::Id::NIL,
+            next: N::Id::NIL,
             ..node
         },
     );
@@ -1171,12 +1218,14 @@ fn split_bucket(bucket: u16) -> (usize, usize) {
 
 #[cfg(test)]
 mod seq_wrap_tests {
+    use super::super::node::NIL;
     use super::*;
 
     /// A store that keeps 32 bits of arming number, as the service's slots do.
     struct Narrow(Vec<(Node, u32)>);
 
     impl Nodes for Narrow {
+        type Id = u32;
         const ORDERED: bool = true;
         const SEQ_WRAPS: bool = true;
 

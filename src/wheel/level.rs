@@ -1,4 +1,4 @@
-//! One level of the hierarchy: [`SLOTS`] buckets, each a FIFO list of slab
+//! One level of the hierarchy: [`SLOTS`] buckets, each a FIFO list of timer
 //! entries, and an occupancy bitmap with one bit per non-empty bucket.
 //!
 //! The bitmap is what makes idle time free: finding the next non-empty bucket
@@ -8,7 +8,7 @@
 //! one `trailing_zeros`; wider levels (fewer of them, so fewer cascades)
 //! scan `SLOTS / 64` words.
 
-use super::node::NIL;
+use super::node::EntryId;
 
 /// log2 of the number of buckets per level (6 or more).
 ///
@@ -86,7 +86,7 @@ impl Bitmap {
 }
 
 #[derive(Clone)]
-pub(crate) struct Level {
+pub(crate) struct Level<I> {
     /// Bit `s` is set iff bucket `s` is non-empty.
     pub(crate) occupied: Bitmap,
     /// Level 0 only: bit `s` is set when bucket `s` may be out of arming
@@ -94,17 +94,17 @@ pub(crate) struct Level {
     /// bits promise arming order. Always clear on higher levels, whose list
     /// order is never used.
     pub(crate) unsorted: Bitmap,
-    pub(crate) head: [u32; SLOTS],
-    pub(crate) tail: [u32; SLOTS],
+    pub(crate) head: [I; SLOTS],
+    pub(crate) tail: [I; SLOTS],
 }
 
-impl Level {
+impl<I: EntryId> Level<I> {
     pub(crate) const fn new() -> Self {
         Level {
             occupied: Bitmap::EMPTY,
             unsorted: Bitmap::EMPTY,
-            head: [NIL; SLOTS],
-            tail: [NIL; SLOTS],
+            head: [I::NIL; SLOTS],
+            tail: [I::NIL; SLOTS],
         }
     }
 

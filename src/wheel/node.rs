@@ -1,33 +1,55 @@
 //! One timer entry as the levels see it ([`Node`]), the store that holds
 //! the entries ([`Nodes`]), and the link values that name no entry.
 //!
-//! The hierarchy links entries, the wheel's slab and the service's slots
-//! store them, and the levels keep bucket heads and tails: each of them
+//! The hierarchy links entries, the wheel's slab, the service's slots and
+//! the callers' records (the embedded wheel) store them, and the levels keep bucket heads and tails: each of them
 //! imports these definitions from here, so none of them imports another for
 //! them.
 
-/// The "no entry" link value.
+/// The "no entry" link value of stores addressed by `u32` index.
 pub(crate) const NIL: u32 = u32::MAX;
 
 /// `bucket` of an entry that is in no bucket.
 pub(crate) const UNLINKED: u16 = u16::MAX;
 
-/// The wheel's view of one timer entry.
+/// What names an entry in the links, bucket heads and tails: a store's own
+/// kind of address. The slab and the service's slots name entries by `u32`
+/// index (half the size of a pointer in every link, and what the service's
+/// atomics hold); the embedded wheel names them by address, so that
+/// following a link is one load from the entry itself.
+pub(crate) trait EntryId: Copy + Eq {
+    /// The value that names no entry (end of a list, empty bucket).
+    const NIL: Self;
+}
+
+impl EntryId for u32 {
+    const NIL: u32 = NIL;
+}
+
+/// An entry's address; null names none.
+impl<T> EntryId for *const T {
+    const NIL: *const T = std::ptr::null();
+}
+
+/// The wheel's view of one timer entry, linked by `I`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Node {
+pub(crate) struct Node<I = u32> {
     /// The tick the timer is due at (`>= now` while linked).
     pub(crate) deadline: u64,
-    /// Previous and next entry in the same bucket, or [`NIL`].
-    pub(crate) prev: u32,
-    pub(crate) next: u32,
+    /// Previous and next entry in the same bucket, or [`EntryId::NIL`].
+    pub(crate) prev: I,
+    pub(crate) next: I,
     /// Which bucket (`level * SLOTS + slot`) holds the entry, or [`UNLINKED`].
     pub(crate) bucket: u16,
 }
 
-/// Where the entries live. Indices are the ones given to
-/// [`Hierarchy::link`](super::Hierarchy::link); the store never sees an
-/// index it did not hold.
+/// Where the entries live. Ids are the ones given to
+/// [`Hierarchy::link`](super::Hierarchy::link); the store never sees an id
+/// it did not hold, nor [`EntryId::NIL`].
 pub(crate) trait Nodes {
+    /// How entries are named in links (see [`EntryId`]).
+    type Id: EntryId;
+
     /// `true` when the store keeps an arming sequence number per entry
     /// ([`seq`](Self::seq)/[`set_seq`](Self::set_seq)), which allows moves
     /// within a bucket without relinking (see the `hierarchy` module docs,
@@ -42,14 +64,14 @@ pub(crate) trait Nodes {
     /// numbers in 32 bits").
     const SEQ_WRAPS: bool = false;
 
-    fn node(&self, index: u32) -> Node;
-    fn set_node(&mut self, index: u32, node: Node);
-    fn set_prev(&mut self, index: u32, prev: u32);
-    fn set_next(&mut self, index: u32, next: u32);
+    fn node(&self, index: Self::Id) -> Node<Self::Id>;
+    fn set_node(&mut self, index: Self::Id, node: Node<Self::Id>);
+    fn set_prev(&mut self, index: Self::Id, prev: Self::Id);
+    fn set_next(&mut self, index: Self::Id, next: Self::Id);
 
     /// Rewrites only the entry's deadline and arming number (a move that
     /// keeps it in place).
-    fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
+    fn set_deadline_seq(&mut self, index: Self::Id, deadline: u64, seq: u64) {
         let node = self.node(index);
         self.set_node(index, Node { deadline, ..node });
         self.set_seq(index, seq);
@@ -57,23 +79,23 @@ pub(crate) trait Nodes {
 
     /// [`set_node`](Self::set_node) and [`set_seq`](Self::set_seq) in one
     /// (one access to the entry for a store that keeps both together).
-    fn set_node_seq(&mut self, index: u32, node: Node, seq: u64) {
+    fn set_node_seq(&mut self, index: Self::Id, node: Node<Self::Id>, seq: u64) {
         self.set_node(index, node);
         self.set_seq(index, seq);
     }
 
     /// The entry's arming sequence number (only used when `ORDERED`).
-    fn seq(&self, _index: u32) -> u64 {
+    fn seq(&self, _index: Self::Id) -> u64 {
         0
     }
 
     /// Sets the entry's arming sequence number (only used when `ORDERED`).
-    fn set_seq(&mut self, _index: u32, _seq: u64) {}
+    fn set_seq(&mut self, _index: Self::Id, _seq: u64) {}
 
     /// Asks the processor to start loading entry `index` into cache, to be
     /// read or written soon (a hint: it changes nothing; the default does
     /// nothing). See [`prefetch`].
-    fn prefetch(&self, _index: u32) {}
+    fn prefetch(&self, _index: Self::Id) {}
 }
 
 /// Starts loading the cache line at `entry` (a hint with no effect on what

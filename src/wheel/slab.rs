@@ -377,6 +377,7 @@ impl<T: Clone> Clone for Slab<T> {
 /// every per-operation path (a move, a link, a pop follows two or three of
 /// them), and the indices they get are the wheel's own, never a caller's.
 impl<T> Nodes for Slab<T> {
+    type Id = u32;
     const ORDERED: bool = true;
 
     #[inline]
