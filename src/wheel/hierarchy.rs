@@ -113,8 +113,9 @@
 //! timers, once per 2^30 armings of one shard or wheel). Between two
 //! renumberings the linked entries' numbers span at most `n + 2^30`, under
 //! 2^31: `n < 2^28` for a service (the most slots it has), `n < 2^30` for
-//! an embedded wheel (the most entries it arms at once). `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap`
-//! arms and moves timers across the wrap and a renumbering.
+//! an embedded wheel (the most entries it arms at once).
+//! `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap` arms and
+//! moves timers across the wrap and a renumbering.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

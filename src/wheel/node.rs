@@ -2,9 +2,9 @@
 //! the entries ([`Nodes`]), and the link values that name no entry.
 //!
 //! The hierarchy links entries, the wheel's slab, the service's slots and
-//! the callers' records (the embedded wheel) store them, and the levels keep bucket heads and tails: each of them
-//! imports these definitions from here, so none of them imports another for
-//! them.
+//! the callers' records (the embedded wheel) store them, and the levels
+//! keep bucket heads and tails: each of them imports these definitions from
+//! here, so none of them imports another for them.
 
 /// The "no entry" link value of stores addressed by `u32` index.
 pub(crate) const NIL: u32 = u32::MAX;

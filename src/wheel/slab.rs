@@ -8,8 +8,9 @@
 //! The entries are one `Vec`, so reaching an entry is one index: bounds
 //! checked for a caller's key, unchecked for the indices the wheel itself
 //! holds and follows (links, heads, tails, a popped entry; `Slab::linked`
-//! says why they are always in bounds). It grows by doubling up to [`DOUBLING_LIMIT`] entries and by half its
-//! size after that, so right after a growth at most a third of it is unused
+//! says why they are always in bounds). It grows by doubling up to
+//! [`DOUBLING_LIMIT`] entries and by half its size after that, so right
+//! after a growth at most a third of it is unused
 //! (at most 1.5 entries of memory per armed timer, against 2 for a `Vec` that
 //! doubles). Pages of fixed size would bound the slack tighter and never copy
 //! on growth, but they add a second indirection to every access, which made
