@@ -326,3 +326,22 @@ fn a_sleep_polled_after_shutdown_panics_with_the_reason() {
     let (waker, _) = unpark_waker();
     let _ = poll_once(&mut sleep, &waker);
 }
+
+#[test]
+fn a_sleep_outliving_its_service_does_not_keep_it_running() {
+    let (waker, _) = unpark_waker();
+    let service = threaded();
+    let mut registered = service.sleep(Duration::from_secs(60));
+    assert_eq!(poll_once(&mut registered, &waker), Poll::Pending);
+    let unpolled = service.sleep(Duration::from_secs(60));
+    drop(service);
+    // The service shut down with its last handle: the registered sleep's
+    // timer was dropped unrun, and arming the other one now is refused.
+    assert_eq!(poll_once(&mut registered, &waker), Poll::Pending);
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let mut unpolled = unpolled;
+        let _ = poll_once(&mut unpolled, &waker);
+    }));
+    assert!(refused.is_err(), "a sleep armed on a shut-down service");
+    drop(registered);
+}

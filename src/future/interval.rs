@@ -20,8 +20,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::sleep::Fired;
+use crate::service::ServiceRef;
 use crate::sync::Arc;
-use crate::{Timer, TimerService, TimerSpec};
+use crate::{Timer, TimerSpec};
 
 /// What [`Interval::tick`] does after ticks were missed (the task was not
 /// polled, or the shard's owner was late, for more than a period).
@@ -44,7 +45,7 @@ pub enum MissedTickBehavior {
 /// Nothing is armed until the first [`tick`](Self::tick) is polled.
 /// Dropping it stops its timer.
 pub struct Interval {
-    service: TimerService,
+    service: ServiceRef,
     period: Duration,
     /// Grid point 0 (the first tick), in nanoseconds on the service clock.
     start: u64,
@@ -58,7 +59,7 @@ pub struct Interval {
 impl Interval {
     /// An interval whose first tick is `start` nanoseconds on `service`'s
     /// clock.
-    pub(crate) fn new(service: TimerService, start: u64, period: Duration) -> Self {
+    pub(crate) fn new(service: ServiceRef, start: u64, period: Duration) -> Self {
         assert!(
             !period.is_zero(),
             "tickwheel: an interval's period must be > 0"
@@ -108,7 +109,7 @@ impl Interval {
             // The first tick: due now if `start` has passed on the real
             // clock (`elapsed`, never ahead of it), which needs no timer;
             // the timer then starts at the second.
-            if self.start <= super::sleep::duration_nanos(self.service.elapsed()) {
+            if self.start <= self.service.elapsed_nanos() {
                 self.arm(1);
                 self.taken = 1;
                 return Poll::Ready(self.service.instant_at(self.start));

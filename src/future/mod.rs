@@ -64,12 +64,16 @@ impl TimerService {
     /// earlier; at the first tick boundary at or after it when the shard's
     /// owner keeps up). See [`Sleep`].
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::new(self.clone(), self.deadline_nanos_after(duration))
+        let service = self.service_ref();
+        let deadline = service.deadline_nanos_after(duration);
+        Sleep::new(service, deadline)
     }
 
     /// A future that completes once `deadline` has passed.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.clone(), self.nanos_at(deadline))
+        let service = self.service_ref();
+        let deadline = service.nanos_at(deadline);
+        Sleep::new(service, deadline)
     }
 
     /// Runs `future` with a deadline `duration` from now: its output, or
@@ -88,8 +92,9 @@ impl TimerService {
     /// # Panics
     /// If `period` is zero.
     pub fn interval(&self, period: Duration) -> Interval {
-        let now = sleep::duration_nanos(self.elapsed());
-        Interval::new(self.clone(), now, period)
+        let service = self.service_ref();
+        let now = service.elapsed_nanos();
+        Interval::new(service, now, period)
     }
 
     /// Ticks every `period`, the first at `start`.
@@ -97,6 +102,8 @@ impl TimerService {
     /// # Panics
     /// If `period` is zero.
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        Interval::new(self.clone(), self.nanos_at(start), period)
+        let service = self.service_ref();
+        let start = service.nanos_at(start);
+        Interval::new(service, start, period)
     }
 }

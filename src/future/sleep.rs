@@ -5,6 +5,9 @@
 //!
 //! * The future owns its [`Timer`] handle: dropping the future drops the
 //!   handle, which stops the timer (a STOP: one CAS from any thread).
+//!   Before its first poll it holds a counted reference to the service
+//!   (`ServiceRef`, counted per shard as a `Timer` handle is): like a
+//!   handle, it keeps the service's memory, not the service running.
 //! * The timer's callback and the future share one small [`Fired`] record
 //!   (an `Arc`, so the callback's capture is 8 bytes and lives inline in the
 //!   timer's slot): a count of fires and the task's waker. The callback,
@@ -33,8 +36,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::waker_cell::WakerCell;
+use crate::service::ServiceRef;
 use crate::sync::{Arc, AtomicU32, Ordering};
-use crate::{Restart, Timer, TimerService};
+use crate::{Restart, Timer};
 
 /// What a timer's callback and its future share.
 pub(crate) struct Fired {
@@ -87,7 +91,7 @@ pub(crate) fn duration_nanos(duration: Duration) -> u64 {
 /// complete.
 #[must_use = "a sleep does nothing unless awaited or polled"]
 pub struct Sleep {
-    service: TimerService,
+    service: ServiceRef,
     /// Nanoseconds since the service clock's origin.
     deadline: u64,
     armed: Option<Armed>,
@@ -102,7 +106,7 @@ struct Armed {
 
 impl Sleep {
     /// A sleep until `deadline` nanoseconds on `service`'s clock.
-    pub(crate) fn new(service: TimerService, deadline: u64) -> Self {
+    pub(crate) fn new(service: ServiceRef, deadline: u64) -> Self {
         Sleep {
             service,
             deadline,

@@ -97,6 +97,7 @@ use config::Config;
 use remote::{Arm, Message};
 use shard::Shard;
 use state::{Word, ARMED, CANCELLED, FIRED, FRESH, HALTED, HANDLE, QUEUED, RUNNING};
+pub(crate) use timer::ServiceRef;
 use timer::When;
 
 #[cfg(any(loom, shuttle))]
@@ -319,41 +320,11 @@ impl TimerService {
         Inner::start(&self.inner, spec, callback)
     }
 
-    /// `delay` from now on the service's clock, in nanoseconds since its
-    /// origin: from the calling thread's deadline clock (`tsc.rs`: a few
-    /// ns, never behind the real clock), so a deadline fixed now is never
-    /// early. For the futures (`crate::future`), which fix a deadline when
-    /// they are made and arm it on their first poll.
-    pub(crate) fn deadline_nanos_after(&self, delay: Duration) -> u64 {
-        let shard = self.inner.choose_shard();
-        self.inner
-            .clock
-            .deadline_nanos(&self.inner.shards[shard].clock_mark)
-            .saturating_add(duration_nanos(delay))
-    }
-
-    /// `instant` in nanoseconds since the service clock's origin.
-    pub(crate) fn nanos_at(&self, instant: std::time::Instant) -> u64 {
-        self.inner.clock.nanos_at(instant)
-    }
-
-    /// The instant `nanos` after the service clock's origin.
-    pub(crate) fn instant_at(&self, nanos: u64) -> std::time::Instant {
-        self.inner.clock.instant_at(nanos)
-    }
-
-    /// START of a one-shot timer due at `nanos` on the service clock
-    /// (rounded up to its tick), on the caller's shard: [`start`](Self::start)
-    /// without a clock read.
-    pub(crate) fn start_at_nanos<F>(&self, nanos: u64, callback: F) -> Result<Timer, TimerError>
-    where
-        F: FnMut(&mut Expiry<'_>) + Send + 'static,
-    {
-        let arming = self.inner.plan_at_nanos(nanos)?;
-        let shard = arming.shard;
-        let callback = callback::new(callback, 0, false);
-        let id = self.inner.arm(arming, callback);
-        Ok(Timer::new(&self.inner, id, shard))
+    /// A counted reference to this service for a future
+    /// (`crate::future`), without the two shared `Arc` counts a clone of
+    /// `TimerService` moves (see [`ServiceRef`]).
+    pub(crate) fn service_ref(&self) -> ServiceRef {
+        ServiceRef::new(&self.inner)
     }
 
     /// Stops a timer by id. See [`Timer::stop`].
@@ -577,7 +548,7 @@ impl Inner {
 
     /// START of `spec`: plan it, make its callback, arm it.
     #[inline]
-    fn start_on<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
+    pub(crate) fn start_on<F>(&self, spec: TimerSpec, callback: F) -> Result<TimerId, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
@@ -605,8 +576,38 @@ impl Inner {
         })
     }
 
+    /// START of a one-shot timer due at `nanos` on the service clock
+    /// (rounded up to its tick), on the caller's shard: `start` without a
+    /// clock read (`ServiceRef::start_at_nanos`). Returns the timer and the
+    /// shard its handle is to be counted on.
+    #[inline]
+    pub(crate) fn start_at_nanos<F>(
+        &self,
+        nanos: u64,
+        callback: F,
+    ) -> Result<(TimerId, usize), TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        let arming = self.plan_at_nanos(nanos)?;
+        let shard = arming.shard;
+        let callback = callback::new(callback, 0, false);
+        Ok((self.arm(arming, callback), shard))
+    }
+
+    /// `delay` from now on the service's clock, in nanoseconds since its
+    /// origin: from the calling thread's deadline clock (`tsc.rs`: a few
+    /// ns, never behind the real clock), so a deadline fixed now is never
+    /// early.
+    pub(crate) fn deadline_nanos_after(&self, delay: Duration) -> u64 {
+        let shard = self.choose_shard();
+        self.clock
+            .deadline_nanos(&self.shards[shard].clock_mark)
+            .saturating_add(duration_nanos(delay))
+    }
+
     /// [`plan_after`](Self::plan_after) for a deadline already on the
-    /// service clock (`TimerService::start_at_nanos`).
+    /// service clock (`start_at_nanos`).
     #[inline]
     fn plan_at_nanos(&self, nanos: u64) -> Result<Arming, TimerError> {
         if self.is_shut_down() {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::Inner;
+use super::{Expiry, Inner};
 use crate::sync::Arc;
 use crate::TimerError;
 
@@ -222,33 +222,22 @@ impl Timer {
     /// (`Inner::choose_shard`) keeps the counter's line on this core.
     #[inline]
     pub(crate) fn new(inner: &Arc<Inner>, id: TimerId, count_on: usize) -> Timer {
-        if inner.handles.made(count_on) {
-            // SAFETY: `inner` is a live `Arc`, so its pointer is valid and
-            // its strong count is at least 1.
-            unsafe { Arc::increment_strong_count(Arc::as_ptr(inner)) };
-        }
         Timer {
             // `Arc::as_ptr`, not `&**inner`: the pointer must carry the
             // provenance of the whole allocation, since the last handle may
             // give a strong count back through it (miri checks this).
-            inner: Arc::as_ptr(inner),
+            inner: count(Arc::as_ptr(inner), count_on),
             id,
         }
     }
 
     /// Counts this handle gone, after the timer has been released: the last
     /// thing a handle does (`Drop`, or `cancel` and `forget`, which do not
-    /// run `Drop`). On this thread's counting shard, whichever counted it
-    /// made (`handles.rs`).
+    /// run `Drop`).
     #[inline]
     fn uncount(&self) {
-        let inner = self.inner();
-        if inner.handles.dropped(inner.choose_shard()) {
-            // SAFETY: this was the last handle after shutdown, so it gives
-            // back the strong count the handles held (`handles.rs`).
-            // `inner` is not used after this.
-            unsafe { Arc::decrement_strong_count(self.inner) };
-        }
+        // SAFETY: this handle was counted (`new`) and is not used after.
+        unsafe { uncount(self.inner) };
     }
 
     #[inline]
@@ -358,6 +347,133 @@ impl Drop for Timer {
     fn drop(&mut self) {
         self.inner().release_held(self.id);
         self.uncount();
+    }
+}
+
+/// Counts one more handle of `inner` (a pointer from `Arc::as_ptr` of a
+/// live `Arc`) on shard `count_on`'s counter, and returns the pointer the
+/// handle keeps. Why a handle holds no `Arc`, and how it is counted:
+/// `handles.rs`. Any shard counts right; the calling thread's counting
+/// shard (`Inner::choose_shard`) keeps the counter's line on this core.
+#[inline]
+fn count(inner: *const Inner, count_on: usize) -> *const Inner {
+    // SAFETY: the caller's `Arc` is live, so `inner` is valid.
+    if unsafe { &*inner }.handles.made(count_on) {
+        // SAFETY: as above; its strong count is at least 1.
+        unsafe { Arc::increment_strong_count(inner) };
+    }
+    inner
+}
+
+/// Counts a handle of `inner` gone, on this thread's counting shard,
+/// whichever counted it made (`handles.rs`).
+///
+/// # Safety
+/// `inner` was returned by [`count`], and the handle does not use it after.
+#[inline]
+unsafe fn uncount(inner: *const Inner) {
+    // SAFETY: a counted handle keeps `Inner` alive (`Timer::inner`).
+    let service = unsafe { &*inner };
+    if service.handles.dropped(service.choose_shard()) {
+        // SAFETY: this was the last handle after shutdown, so it gives
+        // back the strong count the handles held (`handles.rs`).
+        // `inner` is not used after this.
+        unsafe { Arc::decrement_strong_count(inner) };
+    }
+}
+
+/// A counted reference to a service that is not a timer, for the futures
+/// (`crate::future`), which must be able to arm a timer on their first
+/// poll. Counted as a [`Timer`] handle is, on the calling thread's shard:
+/// a clone of `TimerService` moves two `Arc` counts that every thread
+/// shares, and made and dropped per sleep on two workers that cost a
+/// `Timeout` around a ready future 94 ns against 12 on one
+/// (`cargo bench --bench service_vs_tokio -- targets sleep_timeout_ready`).
+/// Like a `Timer`, it keeps the service's memory, not the service running:
+/// once every `TimerService` clone is gone the service shuts down, and a
+/// future arming after that gets [`TimerError::Shutdown`].
+pub(crate) struct ServiceRef {
+    inner: *const Inner,
+}
+
+// SAFETY: a counted reference to `Inner`, which is `Send + Sync`; every
+// method goes through `&Inner`.
+unsafe impl Send for ServiceRef {}
+// SAFETY: as above.
+unsafe impl Sync for ServiceRef {}
+
+impl ServiceRef {
+    #[inline]
+    pub(crate) fn new(inner: &Arc<Inner>) -> Self {
+        ServiceRef {
+            inner: count(Arc::as_ptr(inner), inner.choose_shard()),
+        }
+    }
+
+    #[inline]
+    fn inner(&self) -> &Inner {
+        // SAFETY: counted (`new`), as a `Timer` handle is.
+        unsafe { &*self.inner }
+    }
+
+    /// See `Inner::deadline_nanos_after`.
+    #[inline]
+    pub(crate) fn deadline_nanos_after(&self, delay: Duration) -> u64 {
+        self.inner().deadline_nanos_after(delay)
+    }
+
+    /// `instant` in nanoseconds since the service clock's origin.
+    pub(crate) fn nanos_at(&self, instant: std::time::Instant) -> u64 {
+        self.inner().clock.nanos_at(instant)
+    }
+
+    /// The instant `nanos` after the service clock's origin.
+    pub(crate) fn instant_at(&self, nanos: u64) -> std::time::Instant {
+        self.inner().clock.instant_at(nanos)
+    }
+
+    /// The service clock's reading (never ahead of the real clock).
+    pub(crate) fn elapsed_nanos(&self) -> u64 {
+        self.inner().clock.raw_nanos()
+    }
+
+    /// START of a one-shot timer due at `nanos` on the service clock.
+    #[inline]
+    pub(crate) fn start_at_nanos<F>(&self, nanos: u64, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        let (id, shard) = self.inner().start_at_nanos(nanos, callback)?;
+        Ok(Timer {
+            inner: count(self.inner, shard),
+            id,
+        })
+    }
+
+    /// A timer from `spec`, as `TimerService::schedule`.
+    pub(crate) fn schedule<F>(&self, spec: TimerSpec, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        let id = self.inner().start_on(spec, callback)?;
+        Ok(Timer {
+            inner: count(self.inner, self.inner().choose_shard()),
+            id,
+        })
+    }
+}
+
+impl Drop for ServiceRef {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: counted in `new`; not used after.
+        unsafe { uncount(self.inner) };
+    }
+}
+
+impl fmt::Debug for ServiceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceRef").finish_non_exhaustive()
     }
 }
 
