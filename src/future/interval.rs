@@ -1,5 +1,5 @@
 //! [`Interval`]: ticks on a drift-free grid (`start`, `start + period`, ...)
-//! from a periodic timer of a [`TimerService`] shard.
+//! from a periodic timer of a [`TimerService`](crate::TimerService) shard.
 //!
 //! # Who owns what
 //!
@@ -40,7 +40,8 @@ pub enum MissedTickBehavior {
     Delay,
 }
 
-/// A stream of ticks every `period`: see [`TimerService::interval`].
+/// A stream of ticks every `period`: see
+/// [`TimerService::interval`](crate::TimerService::interval).
 ///
 /// Nothing is armed until the first [`tick`](Self::tick) is polled.
 /// Dropping it stops its timer.

@@ -1,5 +1,5 @@
 //! [`Sleep`]: a future that completes once its deadline has passed, on a
-//! [`TimerService`] shard, from any executor.
+//! [`TimerService`](crate::TimerService) shard, from any executor.
 //!
 //! # Who owns what
 //!
@@ -81,7 +81,7 @@ pub(crate) fn duration_nanos(duration: Duration) -> u64 {
 }
 
 /// A future that completes once its deadline has passed: see
-/// [`TimerService::sleep`].
+/// [`TimerService::sleep`](crate::TimerService::sleep).
 ///
 /// `Unpin`, and cheap to move before and after its first poll. Dropping it
 /// stops its timer.
