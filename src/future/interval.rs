@@ -91,7 +91,7 @@ impl Interval {
     }
 
     /// Completes at the next tick, with the instant that tick was due at on
-    /// the grid (never after the moment it completes).
+    /// the grid.
     pub async fn tick(&mut self) -> Instant {
         poll_fn(|cx| self.poll_tick(cx)).await
     }
@@ -163,9 +163,7 @@ impl Interval {
     fn arm(&mut self, first: u32) {
         let fired = Fired::new();
         let for_callback = fired.clone();
-        let spec = TimerSpec::at(self.grid(first)).every(self.period);
-        // `at` takes an `Instant`, which `grid` made from the nanoseconds
-        // without reading a clock; the service turns it back exactly.
+        let spec = TimerSpec::at_nanos(self.grid_nanos(first)).every(self.period);
         let timer = self
             .service
             .schedule(spec, move |expiry| {

@@ -124,16 +124,26 @@ pub(crate) struct ServiceClock {
     /// `origin` by [`nanos_at`](Self::nanos_at)) is never reached early.
     #[cfg(target_os = "linux")]
     origin_raw: u64,
+    /// `Instant::now()` read just after `origin_raw`: at or after the
+    /// moment `origin_raw` stands for, so an instant computed from it
+    /// ([`instant_at`](Self::instant_at)) is never before the moment a
+    /// reading measured from `origin_raw` names (the gap between the reads
+    /// was up to a microsecond under ThreadSanitizer:
+    /// `tests/futures.rs::sleeps_complete_never_before_their_deadline_on_any_thread`).
+    origin_after: Instant,
     kind: Clock,
 }
 
 impl ServiceClock {
     pub(crate) fn new(kind: Clock) -> Self {
         let origin = Instant::now();
+        #[cfg(target_os = "linux")]
+        let origin_raw = monotonic_nanos();
         ServiceClock {
             origin,
             #[cfg(target_os = "linux")]
-            origin_raw: monotonic_nanos(),
+            origin_raw,
+            origin_after: Instant::now(),
             kind,
         }
     }
@@ -177,11 +187,13 @@ impl ServiceClock {
     }
 
     /// The instant `nanos` after the origin (the inverse of
-    /// [`nanos_at`](Self::nanos_at)).
+    /// [`nanos_at`](Self::nanos_at)), never before it: measured from
+    /// `origin_after`, so it may be later by the width of the origin's
+    /// reads (under a microsecond).
     pub(crate) fn instant_at(&self, nanos: u64) -> Instant {
-        self.origin
+        self.origin_after
             .checked_add(std::time::Duration::from_nanos(nanos))
-            .unwrap_or(self.origin)
+            .unwrap_or(self.origin_after)
     }
 
     /// Nanoseconds from the origin to `instant` (0 for instants before it).

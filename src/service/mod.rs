@@ -642,6 +642,7 @@ impl Inner {
         let (deadline, rounding) = match spec.when {
             When::After(delay) => self.deadline_after(shard, delay),
             When::At(instant) => self.ticks_ceil_with_rounding(self.clock.nanos_at(instant)),
+            When::AtNanos(nanos) => self.ticks_ceil_with_rounding(nanos),
             When::Within(earliest, latest) => {
                 if earliest > latest {
                     return Err(TimerError::InvalidRange);

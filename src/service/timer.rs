@@ -135,6 +135,8 @@ pub struct TimerSpec {
 pub(crate) enum When {
     After(Duration),
     At(Instant),
+    /// Nanoseconds on the service clock (the futures' deadlines).
+    AtNanos(u64),
     Within(Duration, Duration),
 }
 
@@ -156,6 +158,11 @@ impl TimerSpec {
     /// Fires at `instant` (or at the next tick if it has passed).
     pub fn at(instant: Instant) -> Self {
         Self::new(When::At(instant))
+    }
+
+    /// Fires at `nanos` on the service clock (`crate::future`'s grids).
+    pub(crate) fn at_nanos(nanos: u64) -> Self {
+        Self::new(When::AtNanos(nanos))
     }
 
     /// Fires at some tick between `earliest` and `latest` from now, chosen by
