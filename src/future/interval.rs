@@ -126,29 +126,34 @@ impl Interval {
                 return Poll::Pending;
             }
         }
-        let tick = self.grid(self.taken);
-        match self.behavior {
-            MissedTickBehavior::Burst => self.taken = self.taken.wrapping_add(1),
-            MissedTickBehavior::Skip => self.taken = due,
+        let tick = match self.behavior {
+            MissedTickBehavior::Burst => {
+                let tick = self.grid(self.taken);
+                self.taken = self.taken.wrapping_add(1);
+                tick
+            }
+            // One tick for all the missed ones: the latest of them.
+            MissedTickBehavior::Skip => {
+                self.taken = due;
+                self.grid(due.wrapping_sub(1))
+            }
+            // The first missed one; a new grid if more were missed.
             MissedTickBehavior::Delay => {
+                let tick = self.grid(self.taken);
                 if due.wrapping_sub(self.taken) > 1 {
                     self.rearm(self.service.deadline_nanos_after(self.period));
                 } else {
                     self.taken = due;
                 }
+                tick
             }
-        }
-        // Skip hands out the latest missed tick's instant.
-        let tick = match self.behavior {
-            MissedTickBehavior::Skip => self.grid(due.wrapping_sub(1)),
-            _ => tick,
         };
         Poll::Ready(tick)
     }
 
     /// Grid point `n`, in nanoseconds on the service clock.
     fn grid_nanos(&self, n: u32) -> u64 {
-        let period = super::sleep::duration_nanos(self.period);
+        let period = crate::service::duration_nanos(self.period);
         self.start
             .saturating_add(period.saturating_mul(u64::from(n)))
     }

@@ -75,11 +75,6 @@ pub(crate) fn reached(count: u32, expect: u32) -> bool {
     (count.wrapping_sub(expect) as i32) >= 0
 }
 
-/// `duration` in nanoseconds, saturating (584 years).
-pub(crate) fn duration_nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// A future that completes once its deadline has passed: see
 /// [`TimerService::sleep`](crate::TimerService::sleep).
 ///

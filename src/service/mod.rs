@@ -92,7 +92,8 @@ pub use stats::Stats;
 pub use timer::{Restart, Stop, StopSync, Timer, TimerId, TimerSpec};
 
 use arena::{Arena, Slot};
-use clock::{duration_nanos, ServiceClock};
+pub(crate) use clock::duration_nanos;
+use clock::ServiceClock;
 use config::Config;
 use remote::{Arm, Message};
 use shard::Shard;
