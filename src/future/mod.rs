@@ -45,6 +45,8 @@
 //! # Ok::<(), tickwheel::TimerError>(())
 //! ```
 
+#[cfg(feature = "hyper")]
+mod hyper;
 mod interval;
 mod sleep;
 mod timeout;
