@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release --example churn_lateness -- \
-//!     [--impl tickwheel|tickwheel-pool|tokio|both|all] \
+//!     [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|sleeps|both|all] \
 //!     [--timers 200000] [--seconds 12] [--arm-threads 4] [--churn-threads 4] \
 //!     [--drain 3] [--tokio-workers N] [--churn-batch 256]
 //! ```
@@ -51,6 +51,14 @@
 //! after every `--churn-batch` pairs (a task that never yields would hold a
 //! worker thread for ever, and there are more churn tasks than workers).
 //!
+//! tickwheel's futures on tokio's runtime (`--impl tickwheel-sleep`; `sleeps`
+//! runs it and tokio's side, `all` runs every variant): tokio's side above,
+//! task for task, with `TimerService::sleep_until` / `sleep` (a
+//! `Driver::Threads` service, one shard per core) in place of tokio's: the
+//! same executor, only the timer differs. tokio's workers own no shard, so
+//! each sleep is armed from a non-owner and fired by a driver thread, which
+//! wakes the task.
+//!
 //! RSS is read from `/proc/self/status` (`VmHWM`, `VmRSS`; Linux only).
 //! The peak is reset (`/proc/self/clear_refs`) before each implementation,
 //! but only down to the current RSS, which after the first implementation
@@ -73,6 +81,8 @@ enum Impl {
     /// tickwheel as a thread pool embeds it: see `run_tickwheel_pool`.
     TickwheelPool,
     Tokio,
+    /// tickwheel's `Sleep` futures on tokio's runtime: see `run_tokio`.
+    TickwheelSleep,
 }
 
 #[derive(Clone, Debug)]
@@ -92,7 +102,8 @@ struct Config {
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
-        "usage: churn_lateness [--impl tickwheel|tickwheel-pool|tokio|both|all] [--timers N] \
+        "usage: churn_lateness [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|sleeps|both|all] \
+         [--timers N] \
          [--seconds S] \
          [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
          [--no-lend]"
@@ -129,8 +140,15 @@ fn parse_args() -> Config {
                     "tickwheel" => vec![Impl::Tickwheel],
                     "tickwheel-pool" => vec![Impl::TickwheelPool],
                     "tokio" => vec![Impl::Tokio],
+                    "tickwheel-sleep" => vec![Impl::TickwheelSleep],
+                    "sleeps" => vec![Impl::TickwheelSleep, Impl::Tokio],
                     "both" => vec![Impl::Tickwheel, Impl::Tokio],
-                    "all" => vec![Impl::Tickwheel, Impl::TickwheelPool, Impl::Tokio],
+                    "all" => vec![
+                        Impl::Tickwheel,
+                        Impl::TickwheelPool,
+                        Impl::Tokio,
+                        Impl::TickwheelSleep,
+                    ],
                     other => usage(&format!("--impl: unknown implementation {other:?}")),
                 }
             }
@@ -582,7 +600,11 @@ impl Wake for NoopWake {
     fn wake(self: Arc<Self>) {}
 }
 
-fn run_tokio(config: &Config) -> String {
+/// tokio's runtime with its own timers (`sleeps` is `None`), or with
+/// tickwheel's `Sleep` futures on `sleeps` (driver threads fire them; the
+/// workers own no shard, so every sleep is armed from a non-owner): the same
+/// tasks, the same executor, only the timer differs.
+fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
     reset_peak_rss();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.tokio_workers)
@@ -602,11 +624,16 @@ fn run_tokio(config: &Config) -> String {
         .map(|k| {
             let (handle, record, n) =
                 (runtime.handle().clone(), record.clone(), config.arm_threads);
+            let sleeps = sleeps.clone();
             std::thread::spawn(move || {
                 arm_share(&record.clone(), k, n, window, |index, deadline| {
                     let record = record.clone();
+                    let sleeps = sleeps.clone();
                     handle.spawn(async move {
-                        tokio::time::sleep_until(deadline.into()).await;
+                        match sleeps {
+                            Some(service) => service.sleep_until(deadline).await,
+                            None => tokio::time::sleep_until(deadline.into()).await,
+                        }
                         record.fire(index, deadline);
                     });
                 })
@@ -617,17 +644,29 @@ fn run_tokio(config: &Config) -> String {
         .map(|k| {
             let record = record.clone();
             let batch = config.churn_batch;
+            let sleeps = sleeps.clone();
             runtime.spawn(tokio::task::unconstrained(async move {
                 let mut rng = Rng::new(k as u64 + 1);
                 let waker = Waker::from(Arc::new(NoopWake));
                 while !record.stop_churn.load(Ordering::Relaxed) {
-                    for _ in 0..batch {
-                        let mut sleep = pin!(tokio::time::sleep(rng.delay()));
-                        // The first poll registers the sleep; dropping it
-                        // at the end of this iteration deregisters it.
+                    {
+                        // Not held across the await below (a Context is
+                        // not Send).
                         let mut cx = Context::from_waker(&waker);
-                        if sleep.as_mut().poll(&mut cx).is_ready() {
-                            record.churn_fired.fetch_add(1, Ordering::Relaxed);
+                        for _ in 0..batch {
+                            // The first poll registers the sleep; dropping it
+                            // at the end of this iteration deregisters it.
+                            let ready = match &sleeps {
+                                Some(service) => {
+                                    pin!(service.sleep(rng.delay())).poll(&mut cx).is_ready()
+                                }
+                                None => pin!(tokio::time::sleep(rng.delay()))
+                                    .poll(&mut cx)
+                                    .is_ready(),
+                            };
+                            if ready {
+                                record.churn_fired.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                     record
@@ -660,12 +699,29 @@ fn run_tokio(config: &Config) -> String {
     let end = record.t0.elapsed();
     let hwm = proc_status_kib("VmHWM:");
     runtime.shutdown_timeout(Duration::from_secs(2));
-    let title = format!(
-        "tokio: multi-thread runtime, {} workers",
-        config.tokio_workers
-    );
+    let stats = sleeps.as_ref().map(TimerService::stats);
+    let title = match &sleeps {
+        None => format!(
+            "tokio: multi-thread runtime, {} workers",
+            config.tokio_workers
+        ),
+        Some(service) => format!(
+            "tickwheel Sleep futures on tokio's multi-thread runtime, {} workers \
+             (service: Driver::Threads, {} shards)",
+            config.tokio_workers,
+            service.shard_count()
+        ),
+    };
     report(
-        config, &title, &record, churn_end, drained, end, peaks, hwm, None,
+        config,
+        &title,
+        &record,
+        churn_end,
+        drained,
+        end,
+        peaks,
+        hwm,
+        stats.as_ref(),
     )
 }
 
@@ -876,7 +932,15 @@ fn main() {
         let text = match imp {
             Impl::Tickwheel => run_tickwheel(&config),
             Impl::TickwheelPool => run_tickwheel_pool(&config),
-            Impl::Tokio => run_tokio(&config),
+            Impl::Tokio => run_tokio(&config, None),
+            Impl::TickwheelSleep => {
+                let service = TimerService::builder()
+                    .driver(Driver::Threads { pin: false })
+                    .lend_while_idle(config.lend)
+                    .build()
+                    .expect("build the service");
+                run_tokio(&config, Some(service))
+            }
         };
         print!("{text}");
     }
