@@ -21,6 +21,10 @@
 //! with 1,000 they stay in cache and the run shows the restart's own
 //! work without the two cache misses of reaching a timer.
 //!
+//! `sleep-reset` is `restart` on `Sleep` futures (each polled once, so
+//! registered): `Sleep::reset_after`, the row
+//! `service_vs_tokio/sleep_reset`.
+//!
 //! `remote-restart` is `restart` from threads that own no shard (driver
 //! threads, one shard per thread; the row
 //! `service_vs_tokio/restart_nonowner`). The last argument is the thread
@@ -35,11 +39,13 @@
 //! cargo run --release --example owner_ops -- start-cancel 1000000
 //! cargo run --release --example owner_ops -- start-cancel-capture16 1000000
 //! cargo run --release --example owner_ops -- restart 500000
+//! cargo run --release --example owner_ops -- sleep-reset 500000
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
 //! cargo run --release --example owner_ops -- remote-restart 3000000 1
 //! cargo run --release --example owner_ops -- cross-stop 2000000 8
 //! ```
 
+use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -132,8 +138,36 @@ fn main() {
             report(&mode, ops, begin);
             return;
         }
+        "sleep-reset" => {
+            let idle = Duration::from_secs(30);
+            let count: usize = std::env::var("OWNER_OPS_TIMERS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(100_000);
+            let waker = std::task::Waker::from(std::sync::Arc::new(NoWake));
+            let mut cx = std::task::Context::from_waker(&waker);
+            let mut sleeps: Vec<_> = (0..count)
+                .map(|_| {
+                    let mut sleep = service.sleep(idle);
+                    // The first poll registers it.
+                    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+                    sleep
+                })
+                .collect();
+            let begin = Instant::now();
+            for i in 0..ops {
+                let len = sleeps.len() as u64;
+                let sleep = &mut sleeps[(next() % len) as usize];
+                sleep.reset_after(idle);
+                if i % 64 == 0 {
+                    black_box(guard.poll().expect("owner"));
+                }
+            }
+            report(&mode, ops, begin);
+            return;
+        }
         _ => usage(
-            "mode: start-cancel | start-cancel-capture16 | restart | remote-start-cancel | remote-restart | cross-stop",
+            "mode: start-cancel | start-cancel-capture16 | restart | sleep-reset | remote-start-cancel | remote-restart | cross-stop",
         ),
     }
     report(&mode, ops, begin);
@@ -325,4 +359,11 @@ fn report(mode: &str, ops: u64, begin: Instant) {
 fn usage(why: &str) -> ! {
     eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel | remote-restart | cross-stop] [operations] [threads]");
     std::process::exit(2);
+}
+
+/// A waker for sleeps that are polled once to register and never awaited.
+struct NoWake;
+
+impl std::task::Wake for NoWake {
+    fn wake(self: std::sync::Arc<Self>) {}
 }
