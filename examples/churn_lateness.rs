@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release --example churn_lateness -- \
-//!     [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|sleeps|both|all] \
+//!     [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|all] \
 //!     [--timers 200000] [--seconds 12] [--arm-threads 4] [--churn-threads 4] \
 //!     [--drain 3] [--tokio-workers N] [--churn-batch 256]
 //! ```
@@ -59,6 +59,11 @@
 //! each sleep is armed from a non-owner and fired by a driver thread, which
 //! wakes the task.
 //!
+//! tickwheel's futures in a pool (`--impl tickwheel-sleep-pool`; in `sleeps`
+//! and `all`): the same tasks on a small executor whose workers each own a
+//! shard of a `Driver::Embedded` service and poll it between tasks (see
+//! `run_sleep_pool`), the shape the futures are built for.
+//!
 //! RSS is read from `/proc/self/status` (`VmHWM`, `VmRSS`; Linux only).
 //! The peak is reset (`/proc/self/clear_refs`) before each implementation,
 //! but only down to the current RSS, which after the first implementation
@@ -83,6 +88,9 @@ enum Impl {
     Tokio,
     /// tickwheel's `Sleep` futures on tokio's runtime: see `run_tokio`.
     TickwheelSleep,
+    /// tickwheel's `Sleep` futures on workers that own the shards: see
+    /// `run_sleep_pool`.
+    TickwheelSleepPool,
 }
 
 #[derive(Clone, Debug)]
@@ -102,7 +110,7 @@ struct Config {
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
-        "usage: churn_lateness [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|sleeps|both|all] \
+        "usage: churn_lateness [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|all] \
          [--timers N] \
          [--seconds S] \
          [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
@@ -141,13 +149,15 @@ fn parse_args() -> Config {
                     "tickwheel-pool" => vec![Impl::TickwheelPool],
                     "tokio" => vec![Impl::Tokio],
                     "tickwheel-sleep" => vec![Impl::TickwheelSleep],
-                    "sleeps" => vec![Impl::TickwheelSleep, Impl::Tokio],
+                    "tickwheel-sleep-pool" => vec![Impl::TickwheelSleepPool],
+                    "sleeps" => vec![Impl::TickwheelSleep, Impl::TickwheelSleepPool, Impl::Tokio],
                     "both" => vec![Impl::Tickwheel, Impl::Tokio],
                     "all" => vec![
                         Impl::Tickwheel,
                         Impl::TickwheelPool,
                         Impl::Tokio,
                         Impl::TickwheelSleep,
+                        Impl::TickwheelSleepPool,
                     ],
                     other => usage(&format!("--impl: unknown implementation {other:?}")),
                 }
@@ -726,6 +736,223 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
 }
 
 // ---------------------------------------------------------------------------
+// tickwheel's futures on an executor whose workers own the shards.
+
+type BoxFuture = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A task of `SleepPool`: its future, and the worker whose queue it joins
+/// when woken.
+struct PoolTask {
+    future: std::sync::Mutex<Option<BoxFuture>>,
+    home: usize,
+    queued: AtomicBool,
+    pool: Arc<PoolQueues>,
+}
+
+/// The workers' run queues, and their threads (to unpark).
+struct PoolQueues {
+    queues: Vec<std::sync::Mutex<std::collections::VecDeque<Arc<PoolTask>>>>,
+    threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
+}
+
+impl PoolQueues {
+    fn push(&self, task: Arc<PoolTask>) {
+        let home = task.home;
+        self.queues[home]
+            .lock()
+            .expect("a run queue")
+            .push_back(task);
+        if let Some(thread) = self.threads.get().and_then(|t| t.get(home)) {
+            thread.unpark();
+        }
+    }
+
+    fn spawn(self: &Arc<Self>, home: usize, future: BoxFuture) {
+        let task = Arc::new(PoolTask {
+            future: std::sync::Mutex::new(Some(future)),
+            home,
+            queued: AtomicBool::new(true),
+            pool: self.clone(),
+        });
+        self.push(task);
+    }
+}
+
+impl Wake for PoolTask {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.pool.push(self.clone());
+        }
+    }
+}
+
+/// Hands the worker back to its queue once: what `yield_now` is to tokio.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// tickwheel's `Sleep` futures on a small executor shaped as tokio's
+/// multi-thread runtime, but whose `--tokio-workers` workers each own a
+/// shard of a `Driver::Embedded` service and poll it between tasks, as a
+/// tokio worker turns its timer wheel: the executor integration the futures
+/// are built for. Tasks as tokio's side has them: a measured sleep is a task
+/// (spawned by the arming threads on worker `index % workers`) that awaits
+/// `sleep_until(deadline)`, so it registers on its worker's own shard;
+/// `--churn-threads` churn tasks make, poll once and drop `--churn-batch`
+/// sleeps, then yield. A worker with nothing to run sleeps with its shard
+/// lent (`ShardGuard::idle`) until its next deadline, a task's wake or the
+/// service's waker call.
+fn run_sleep_pool(config: &Config) -> String {
+    reset_peak_rss();
+    let workers = config.tokio_workers;
+    let pool = Arc::new(PoolQueues {
+        queues: (0..workers).map(|_| Default::default()).collect(),
+        threads: std::sync::OnceLock::new(),
+    });
+    let service = {
+        let pool = pool.clone();
+        TimerService::builder()
+            .shards(workers)
+            .driver(Driver::Embedded)
+            .waker(move |shard| {
+                if let Some(thread) = pool.threads.get().and_then(|t| t.get(shard)) {
+                    thread.unpark();
+                }
+            })
+            .build()
+            .expect("build the service")
+    };
+    let record = Arc::new(Record::new(config.timers));
+    let done = Arc::new(AtomicBool::new(false));
+    let monitor = tickwheel_monitor(config, &service, &record, &done);
+    let threads: Vec<_> = (0..workers)
+        .map(|w| {
+            let (service, pool, done) = (service.clone(), pool.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut guard = service.claim_shard(w).expect("claim a worker's shard");
+                while !done.load(Ordering::Relaxed) {
+                    let task = pool.queues[w].lock().expect("a run queue").pop_front();
+                    let Some(task) = task else {
+                        guard.poll().expect("poll the worker's shard");
+                        if pool.queues[w].lock().expect("a run queue").is_empty() {
+                            guard.idle(|sleep| {
+                                let limit = Duration::from_millis(10);
+                                std::thread::park_timeout(sleep.map_or(limit, |s| s.min(limit)))
+                            });
+                        }
+                        continue;
+                    };
+                    task.queued.store(false, Ordering::Release);
+                    let waker = Waker::from(task.clone());
+                    let mut cx = Context::from_waker(&waker);
+                    let mut slot = task.future.lock().expect("a task");
+                    if let Some(future) = slot.as_mut() {
+                        if future.as_mut().poll(&mut cx).is_ready() {
+                            *slot = None;
+                        }
+                    }
+                    drop(slot);
+                    guard.poll().expect("poll the worker's shard");
+                }
+            })
+        })
+        .collect();
+    pool.threads
+        .set(threads.iter().map(|t| t.thread().clone()).collect())
+        .expect("set once");
+    for thread in &threads {
+        // A push before `set` unparked nobody: wake each worker once.
+        thread.thread().unpark();
+    }
+    for k in 0..config.churn_threads {
+        let (service, record) = (service.clone(), record.clone());
+        let batch = config.churn_batch;
+        pool.spawn(
+            k % workers,
+            Box::pin(async move {
+                let mut rng = Rng::new(k as u64 + 1);
+                let waker = Waker::from(Arc::new(NoopWake));
+                while !record.stop_churn.load(Ordering::Relaxed) {
+                    {
+                        // Not held across the await below (a Context is
+                        // not Send).
+                        let mut cx = Context::from_waker(&waker);
+                        for _ in 0..batch {
+                            // The first poll registers the sleep, on this
+                            // worker's shard; the drop stops it.
+                            if pin!(service.sleep(rng.delay())).poll(&mut cx).is_ready() {
+                                record.churn_fired.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    record
+                        .churn_pairs
+                        .fetch_add(batch as u64, Ordering::Relaxed);
+                    YieldNow(false).await;
+                }
+            }),
+        );
+    }
+    let window = arm_window(config);
+    let arming: Vec<_> = (0..config.arm_threads)
+        .map(|k| {
+            let (service, record, pool, n) = (
+                service.clone(),
+                record.clone(),
+                pool.clone(),
+                config.arm_threads,
+            );
+            std::thread::spawn(move || {
+                arm_share(&record.clone(), k, n, window, |index, deadline| {
+                    let (service, record) = (service.clone(), record.clone());
+                    pool.spawn(
+                        index % workers,
+                        Box::pin(async move {
+                            service.sleep_until(deadline).await;
+                            record.fire(index, deadline);
+                        }),
+                    );
+                })
+            })
+        })
+        .collect();
+    let churn_end = end_churn(config, &record);
+    for thread in arming {
+        thread.join().expect("an arming thread panicked");
+    }
+    let drained = drain(&record, Duration::from_secs_f64(config.drain));
+    let stats = service.stats();
+    done.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread.thread().unpark();
+        thread.join().expect("a worker panicked");
+    }
+    // Tasks still queued hold sleeps of the service: gone with the pool.
+    for queue in &pool.queues {
+        queue.lock().expect("a run queue").clear();
+    }
+    let peaks = monitor.join().expect("monitor");
+    let title = format!(
+        "tickwheel Sleep futures on a pool of {workers} workers owning a shard each (Driver::Embedded)"
+    );
+    let run = Finished::new(churn_end, drained, stats, peaks);
+    tickwheel_report(config, &service, &record, &title, run)
+}
+
+// ---------------------------------------------------------------------------
 
 fn ms(ns: i64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
@@ -933,6 +1160,7 @@ fn main() {
             Impl::Tickwheel => run_tickwheel(&config),
             Impl::TickwheelPool => run_tickwheel_pool(&config),
             Impl::Tokio => run_tokio(&config, None),
+            Impl::TickwheelSleepPool => run_sleep_pool(&config),
             Impl::TickwheelSleep => {
                 let service = TimerService::builder()
                     .driver(Driver::Threads { pin: false })

@@ -21,6 +21,10 @@
 //! with 1,000 they stay in cache and the run shows the restart's own
 //! work without the two cache misses of reaching a timer.
 //!
+//! `sleep-poll-drop` is START + cancel as a `Sleep` future: made, polled
+//! once (it registers) and dropped (the row
+//! `service_vs_tokio/sleep_poll_drop`).
+//!
 //! `sleep-reset` is `restart` on `Sleep` futures (each polled once, so
 //! registered): `Sleep::reset_after`, the row
 //! `service_vs_tokio/sleep_reset`.
@@ -39,6 +43,7 @@
 //! cargo run --release --example owner_ops -- start-cancel 1000000
 //! cargo run --release --example owner_ops -- start-cancel-capture16 1000000
 //! cargo run --release --example owner_ops -- restart 500000
+//! cargo run --release --example owner_ops -- sleep-poll-drop 1000000
 //! cargo run --release --example owner_ops -- sleep-reset 500000
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
 //! cargo run --release --example owner_ops -- remote-restart 3000000 1
@@ -138,6 +143,20 @@ fn main() {
             report(&mode, ops, begin);
             return;
         }
+        "sleep-poll-drop" => {
+            let waker = std::task::Waker::from(std::sync::Arc::new(NoWake));
+            let mut cx = std::task::Context::from_waker(&waker);
+            for i in 0..ops {
+                let delay = Duration::from_millis(1 + next() % 1000);
+                let mut sleep = service.sleep(delay);
+                // The first poll registers it; the drop stops it.
+                black_box(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+                drop(sleep);
+                if i % 64 == 0 {
+                    black_box(guard.poll().expect("owner"));
+                }
+            }
+        }
         "sleep-reset" => {
             let idle = Duration::from_secs(30);
             let count: usize = std::env::var("OWNER_OPS_TIMERS")
@@ -167,7 +186,7 @@ fn main() {
             return;
         }
         _ => usage(
-            "mode: start-cancel | start-cancel-capture16 | restart | sleep-reset | remote-start-cancel | remote-restart | cross-stop",
+            "mode: start-cancel | start-cancel-capture16 | restart | sleep-poll-drop | sleep-reset | remote-start-cancel | remote-restart | cross-stop",
         ),
     }
     report(&mode, ops, begin);
