@@ -170,6 +170,46 @@ fn a_changed_waker_is_the_one_woken() {
     assert_eq!(poll_once(&mut sleep, &second), Poll::Ready(()));
 }
 
+/// A sleep's shared record (fire count and waker) is kept by its thread
+/// when the sleep is dropped and used again by the next one: the next
+/// sleep must start from nothing (no fire counted, no old waker).
+#[test]
+fn a_record_used_again_carries_nothing_over() {
+    let (service, mut guard, clock) = manual();
+    let (old, old_count) = unpark_waker();
+    let (new, new_count) = unpark_waker();
+    // One that fired and completed, then one stopped: both give back.
+    let mut fired = service.sleep(Duration::from_millis(2));
+    assert_eq!(poll_once(&mut fired, &old), Poll::Pending);
+    clock.advance(Duration::from_millis(3));
+    guard.poll().unwrap();
+    assert_eq!(poll_once(&mut fired, &old), Poll::Ready(()));
+    drop(fired);
+    let mut stopped = service.sleep(Duration::from_millis(50));
+    assert_eq!(poll_once(&mut stopped, &old), Poll::Pending);
+    drop(stopped);
+    let woken_before = old_count.wakes.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let mut sleep = service.sleep(Duration::from_millis(10));
+        assert_eq!(poll_once(&mut sleep, &new), Poll::Pending);
+        assert_eq!(
+            poll_once(&mut sleep, &new),
+            Poll::Pending,
+            "complete before its deadline: a fire carried over"
+        );
+        assert!(!sleep.is_elapsed());
+        clock.advance(Duration::from_millis(11));
+        guard.poll().unwrap();
+        assert_eq!(poll_once(&mut sleep, &new), Poll::Ready(()));
+    }
+    assert_eq!(new_count.wakes.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        old_count.wakes.load(Ordering::SeqCst),
+        woken_before,
+        "an old sleep's waker woken by a new sleep's fire"
+    );
+}
+
 #[test]
 fn reset_moves_the_deadline_later_and_earlier() {
     let (service, mut guard, clock) = manual();

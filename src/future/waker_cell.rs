@@ -55,6 +55,14 @@ impl WakerCell {
         }
     }
 
+    /// Stores `waker` in a cell no other thread can reach yet (`&mut`): the
+    /// first registration, before the timer's callback holds the record,
+    /// needs no atomic.
+    pub(crate) fn set(&mut self, waker: &Waker) {
+        // SAFETY: `&mut self`: nobody else can touch the slot.
+        unsafe { self.waker.with_mut(|slot| *slot = Some(waker.clone())) };
+    }
+
     /// Stores `waker` (the poll side). Keeps the stored one when it would
     /// wake the same task (`Waker::will_wake`), which is what makes a
     /// re-poll on the same executor cheap.

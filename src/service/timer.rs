@@ -444,15 +444,26 @@ impl ServiceRef {
         self.inner().clock.raw_nanos()
     }
 
-    /// START of a one-shot timer due at `nanos` on the service clock.
+    /// START of a one-shot timer due at `nanos` on the service clock, whose
+    /// handle takes over this reference's count instead of counting one of
+    /// its own.
+    ///
+    /// # Safety
+    /// On `Ok`, this reference's count is the handle's: the caller must not
+    /// drop this `ServiceRef` (`ManuallyDrop`), and may use it only while
+    /// the handle lives. On `Err` the count is still this reference's.
     #[inline]
-    pub(crate) fn start_at_nanos<F>(&self, nanos: u64, callback: F) -> Result<Timer, TimerError>
+    pub(crate) unsafe fn start_at_nanos_taking_count<F>(
+        &self,
+        nanos: u64,
+        callback: F,
+    ) -> Result<Timer, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        let (id, shard) = self.inner().start_at_nanos(nanos, callback)?;
+        let (id, _) = self.inner().start_at_nanos(nanos, callback)?;
         Ok(Timer {
-            inner: count(self.inner, shard),
+            inner: self.inner,
             id,
         })
     }
