@@ -4,8 +4,9 @@
 # (benches/ratas_embedded.rs), tickwheel's C ABI with keys
 # (ffi-tests/ratas_workload.c) and with embedded `tw_entry` timers
 # (ffi-tests/ratas_workload_entry.c), the C ones built with gcc -O3 against the static
-# library and, when a clang is found, with cross-language LTO (docs/C.md,
-# "Linking with cross-language LTO"; `ffi-tests/run.sh lto` builds it).
+# library and, when a clang is found, both with cross-language LTO as well
+# (docs/C.md, "Linking with cross-language LTO"; `ffi-tests/run.sh lto`
+# builds them; RATAS_LTO=no skips them).
 # User CPU seconds, paired alternating runs.
 #
 # Usage: RATAS_BENCH=/path/to/ratas_benchmark bash benches/ratas_compare.sh
@@ -44,10 +45,12 @@ gcc -std=c11 -O3 -Wall -Wextra -Werror -Iinclude -o "$entry_bench" ffi-tests/rat
     "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
 # The LTO build, when a usable clang is there (the mode checks its version).
 lto_bench=""
+entry_lto_bench=""
 if [ "${RATAS_LTO:-yes}" = no ]; then
     echo "C ABI with cross-language LTO: skipped (RATAS_LTO=no)"
 elif bash ffi-tests/run.sh lto >/tmp/tw_ratas_lto.log 2>&1; then
     lto_bench=ffi-tests/build/ratas_workload_lto
+    entry_lto_bench=ffi-tests/build/ratas_workload_entry_lto
 else
     echo "C ABI with cross-language LTO: not built ($(grep -m1 '^lto:' /tmp/tw_ratas_lto.log || tail -n 1 /tmp/tw_ratas_lto.log))"
 fi
@@ -64,12 +67,12 @@ run_rust() {
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | Embedded (s) | Embedded/Ratas | C ABI (s) | C/Wheel | C tw_entry (s) | tw_entry/Embedded | C ABI, LTO (s) | LTO/Wheel | checksums (Ratas / Wheel / Embedded / C / tw_entry / LTO) |"
-echo "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | Embedded (s) | Embedded/Ratas | C ABI (s) | C/Wheel | C tw_entry (s) | tw_entry/Embedded | C ABI, LTO (s) | LTO/Wheel | C tw_entry, LTO (s) | tw_entry LTO/Embedded | checksums (Ratas / Wheel / Embedded / C / tw_entry / LTO / tw_entry LTO) |"
+echo "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for p in $pairs; do
     for range in yes no; do
         : >/tmp/tw_ratas_r; : >/tmp/tw_ratas_w; : >/tmp/tw_ratas_c; : >/tmp/tw_ratas_l
-        : >/tmp/tw_ratas_e; : >/tmp/tw_ratas_ce
+        : >/tmp/tw_ratas_e; : >/tmp/tw_ratas_ce; : >/tmp/tw_ratas_el
         sums=""
         for _ in $(seq "$rounds"); do
             if [ -n "$ratas" ]; then
@@ -82,7 +85,10 @@ for p in $pairs; do
             if [ -n "$lto_bench" ]; then
                 read -r s c < <(run_env "$p" "$range" "$lto_bench"); echo "$s" >>/tmp/tw_ratas_l; sl=$c
             fi
-            sums="${sr:-n/a} / $sw / $se / $sc / $sce / ${sl:-n/a}"
+            if [ -n "$entry_lto_bench" ]; then
+                read -r s c < <(run_env "$p" "$range" "$entry_lto_bench"); echo "$s" >>/tmp/tw_ratas_el; sel=$c
+            fi
+            sums="${sr:-n/a} / $sw / $se / $sc / $sce / ${sl:-n/a} / ${sel:-n/a}"
         done
         w=$(median </tmp/tw_ratas_w); cc=$(median </tmp/tw_ratas_c)
         e=$(median </tmp/tw_ratas_e); ce=$(median </tmp/tw_ratas_ce)
@@ -94,6 +100,7 @@ for p in $pairs; do
         cw=$(awk -v a="$cc" -v b="$w" 'BEGIN{printf "%.2fx", a/b}')
         cee=$(awk -v a="$ce" -v b="$e" 'BEGIN{printf "%.2fx", a/b}')
         if [ -n "$lto_bench" ]; then l=$(median </tmp/tw_ratas_l); lw=$(awk -v a="$l" -v b="$w" 'BEGIN{printf "%.2fx", a/b}'); else l="not built"; lw="-"; fi
-        echo "| $p | $range | $r | $w | $wr | $e | $er | $cc | $cw | $ce | $cee | $l | $lw | $sums |"
+        if [ -n "$entry_lto_bench" ]; then el=$(median </tmp/tw_ratas_el); elw=$(awk -v a="$el" -v b="$e" 'BEGIN{printf "%.2fx", a/b}'); else el="not built"; elw="-"; fi
+        echo "| $p | $range | $r | $w | $wr | $e | $er | $cc | $cw | $ce | $cee | $l | $lw | $el | $elw | $sums |"
     done
 done
