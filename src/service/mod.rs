@@ -600,6 +600,7 @@ impl Inner {
     /// origin: from the calling thread's deadline clock (`tsc.rs`: a few
     /// ns, never behind the real clock), so a deadline fixed now is never
     /// early.
+    #[inline]
     pub(crate) fn deadline_nanos_after(&self, delay: Duration) -> u64 {
         let shard = self.choose_shard();
         self.clock
@@ -1277,6 +1278,7 @@ impl Inner {
 
     /// RESTART to `nanos` on the service clock (a deadline fixed earlier:
     /// `future::Sleep::reset`), by the handle's holder.
+    #[inline]
     pub(crate) fn restart_held_at_nanos(
         &self,
         id: TimerId,

@@ -304,6 +304,7 @@ impl Timer {
 
     /// [`restart`](Self::restart) to `nanos` on the service clock (see
     /// `TimerService::deadline_nanos_after`).
+    #[inline]
     pub(crate) fn restart_at_nanos(&self, nanos: u64) -> Result<Restart, TimerError> {
         self.inner().restart_held_at_nanos(self.id, nanos)
     }
