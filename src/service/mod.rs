@@ -470,7 +470,7 @@ impl Inner {
             return (self.ticks.floor(now).min(self.last_tick), 0);
         }
         // The deadline clock (`tsc.rs`): never behind the real one.
-        let now = self.clock.deadline_nanos(&self.shards[shard].clock_mark);
+        let now = self.clock.deadline_nanos(|| &self.shards[shard].clock_mark);
         self.ticks_ceil_with_rounding(now.saturating_add(duration_nanos(delay)))
     }
 
@@ -602,9 +602,8 @@ impl Inner {
     /// early.
     #[inline]
     pub(crate) fn deadline_nanos_after(&self, delay: Duration) -> u64 {
-        let shard = self.choose_shard();
         self.clock
-            .deadline_nanos(&self.shards[shard].clock_mark)
+            .deadline_nanos(|| &self.shards[self.choose_shard()].clock_mark)
             .saturating_add(duration_nanos(delay))
     }
 
