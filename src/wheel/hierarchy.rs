@@ -468,7 +468,11 @@ impl<I: EntryId> Hierarchy<I> {
             }
         }
         self.levels[level].tail[slot] = index;
-        self.earliest.lower_to(deadline);
+        // A cascade only re-files entries that were linked already: the
+        // earliest deadline, if known, is at or before theirs and stays.
+        if new_seq.is_some() {
+            self.earliest.lower_to(deadline);
+        }
     }
 
     /// Removes entry `index` from its bucket. Returns its deadline.
