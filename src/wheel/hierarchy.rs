@@ -902,6 +902,7 @@ impl<I: EntryId> Hierarchy<I> {
     /// level. Valid because nothing is due before it: the levels below are
     /// empty, the other buckets of `level` come later, and the digits of
     /// `now` above `level` do not change inside the bucket.
+    #[inline]
     fn pop_alone<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
