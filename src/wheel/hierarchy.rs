@@ -76,6 +76,11 @@
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
 //!   allocation). A higher-level bucket cascades as it is.
+//!   Only the pop that moves `now` checks the bit: once the bucket for
+//!   `now` is sorted it stays in order until `now` moves again (arming and
+//!   moves append the newest, unlinking keeps order, renumbering keeps
+//!   order, and cascades happen only as `now` moves), so the further pops
+//!   of a tick skip the check.
 //!   Sorting it there instead would put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
 //!   (`examples/wheel_restart_latency.rs` builds that case and prints the
@@ -790,24 +795,26 @@ impl<I: EntryId> Hierarchy<I> {
             }
             return None;
         }
-        let reached = start == self.now;
-        if !reached {
+        if start != self.now {
             self.move_now(start);
+            if N::ORDERED && self.levels[0].unsorted.test(slot) {
+                // Entries cascaded out of arming order (see `cascade`).
+                self.sort_bucket(nodes, 0, slot);
+            }
+        } else if N::ORDERED {
+            // The bucket for `now` is in arming order already: entries
+            // reach it out of order only by a cascade, which happens only
+            // as `now` moves, and the pop that moved `now` here sorted it
+            // (see "Same-tick order" in the module docs). So the pops after
+            // the first on a tick skip the check.
+            debug_assert!(!self.levels[0].unsorted.test(slot));
+            // In arming order, the entries armed for `now` after the pass
+            // reached it come last: the pass ends at the first of them.
+            if self.in_pass && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[slot])) {
+                return None;
+            }
         }
         let due_slot = slot;
-        if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
-            // Entries cascaded out of arming order (see `cascade`).
-            self.sort_bucket(nodes, 0, due_slot);
-        }
-        // In arming order, the entries armed for `now` after the pass
-        // reached it come last: the pass ends at the first of them.
-        if N::ORDERED
-            && reached
-            && self.in_pass
-            && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[due_slot]))
-        {
-            return None;
-        }
         Some(self.pop_head_due(nodes, due_slot))
     }
 
