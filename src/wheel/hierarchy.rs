@@ -919,8 +919,15 @@ impl<I: EntryId> Hierarchy<I> {
         target: u64,
     ) -> Option<I> {
         let index = self.levels[level].head[slot];
-        if index != self.levels[level].tail[slot] {
-            return None;
+        let tail = self.levels[level].tail[slot];
+        if index != tail {
+            // Two entries: the head's next is the tail (one load, which a
+            // cascade of a longer bucket makes anyway).
+            let node = nodes.node(index);
+            if node.next != tail {
+                return None;
+            }
+            return self.pop_earlier_of_two(nodes, level, slot, start, target, node);
         }
         let node = nodes.node(index);
         let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
@@ -943,6 +950,62 @@ impl<I: EntryId> Hierarchy<I> {
         );
         self.earliest.forget_if(node.deadline);
         Some(index)
+    }
+
+    /// [`pop_alone`](Self::pop_alone) for a bucket of two entries (`first`
+    /// is the head's node): pops the earlier (by deadline, then by arming
+    /// order) when it lies inside the bucket and is due by `target`, moves
+    /// `now` to its deadline and re-files the other relative to that `now`.
+    /// The same outcome as cascading the bucket and popping the first timer
+    /// due, without placing and unlinking that timer on level 0: a sparse
+    /// wheel's level-1 buckets hold one or two timers
+    /// (`examples/fill_expire.rs` at 1,000 timers), and a cascade of two
+    /// costs about as much as the two pops. Returns `None`, changing
+    /// nothing, otherwise. Nothing is due before the earlier entry (as for
+    /// `pop_alone`), and the other one's deadline is at or after it, so it
+    /// can be placed relative to the new `now` wherever it lies (even past
+    /// the bucket's end, moved there lazily). If it lands on level 0, the
+    /// bucket it lands in was empty (the levels below were), so level 0
+    /// stays in arming order.
+    /// `tests::a_bucket_of_two_pops_its_earliest_timer_first` checks it.
+    #[inline(never)]
+    fn pop_earlier_of_two<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+        first: Node<I>,
+    ) -> Option<I> {
+        let head = self.levels[level].head[slot];
+        let tail = first.next;
+        let second = nodes.node(tail);
+        // Ties go to the older arming (an ordered store), else to the head,
+        // where a cascade would put it.
+        let second_first = second.deadline < first.deadline
+            || (N::ORDERED
+                && second.deadline == first.deadline
+                && newer::<N>(nodes.seq(head), nodes.seq(tail)));
+        let (best, best_node, other, other_node) = if second_first {
+            (tail, second, head, first)
+        } else {
+            (head, first, tail, second)
+        };
+        let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
+        if best_node.deadline > target || best_node.deadline > last {
+            return None;
+        }
+        self.move_now(best_node.deadline);
+        let bucket = &mut self.levels[level];
+        bucket.head[slot] = I::NIL;
+        bucket.tail[slot] = I::NIL;
+        bucket.occupied.clear(slot);
+        self.place(nodes, other, other_node.deadline, None);
+        debug_assert!(!self.levels[0].unsorted.any());
+        mark_unlinked(nodes, best, best_node);
+        self.earliest.forget_if(best_node.deadline);
+        Some(best)
     }
 
     /// The first non-empty bucket in time order: the due bucket if occupied,
