@@ -31,7 +31,9 @@
 //! entry's deadline and returns it instead of cascading it down level by
 //! level: nothing can be due before it, and the digits of `now` above its
 //! level stay the same. Sparse wheels (few timers, long delays) skip most
-//! cascades that way.
+//! cascades that way. A bucket of two entries is handled alike: the earlier
+//! one (by deadline, then arming order) is popped the same way, and only
+//! the other is re-filed, relative to the new `now`.
 //!
 //! # Same-tick order without relinking (lazy moves)
 //!
