@@ -31,7 +31,9 @@
 //! entry's deadline and returns it instead of cascading it down level by
 //! level: nothing can be due before it, and the digits of `now` above its
 //! level stay the same. Sparse wheels (few timers, long delays) skip most
-//! cascades that way.
+//! cascades that way. A bucket of two entries is handled alike: the earlier
+//! one (by deadline, then arming order) is popped the same way, and only
+//! the other is re-filed, relative to the new `now`.
 //!
 //! # Same-tick order without relinking (lazy moves)
 //!
@@ -76,6 +78,11 @@
 //!   its bit set, its list is merge-sorted by number (O(k log k) for the
 //!   `k` timers due on that tick, which all fire then anyway; no
 //!   allocation). A higher-level bucket cascades as it is.
+//!   Only the pop that moves `now` checks the bit: once the bucket for
+//!   `now` is sorted it stays in order until `now` moves again (arming and
+//!   moves append the newest, unlinking keeps order, renumbering keeps
+//!   order, and cascades happen only as `now` moves), so the further pops
+//!   of a tick skip the check.
 //!   Sorting it there instead would put the whole bucket's sort into one
 //!   advance: idle timeouts restarted later pile up in a few high buckets
 //!   (`examples/wheel_restart_latency.rs` builds that case and prints the
@@ -240,7 +247,11 @@ impl<I: EntryId> Hierarchy<I> {
         // Built on the heap directly: `Box::new([..; LEVELS])` builds the
         // levels (~6 KiB at 64 buckets, ~16 KiB at 256) on the stack first
         // and copies them.
-        let levels: Box<[Level<I>]> = (0..LEVELS).map(|_| Level::new()).collect();
+        // Copies of one empty level (block copies) rather than a level
+        // built in place per element, which wrote every bucket's head and
+        // tail one by one: a wheel's construction was ~4% of arming and
+        // firing 1,000 timers (`examples/fill_expire.rs`, callgrind).
+        let levels: Box<[Level<I>]> = vec![Level::new(); LEVELS].into_boxed_slice();
         let levels: Box<[Level<I>; LEVELS]> = levels
             .try_into()
             .unwrap_or_else(|_| unreachable!("exactly LEVELS levels"));
@@ -468,7 +479,11 @@ impl<I: EntryId> Hierarchy<I> {
             }
         }
         self.levels[level].tail[slot] = index;
-        self.earliest.lower_to(deadline);
+        // A cascade only re-files entries that were linked already: the
+        // earliest deadline, if known, is at or before theirs and stays.
+        if new_seq.is_some() {
+            self.earliest.lower_to(deadline);
+        }
     }
 
     /// Removes entry `index` from its bucket. Returns its deadline.
@@ -782,24 +797,26 @@ impl<I: EntryId> Hierarchy<I> {
             }
             return None;
         }
-        let reached = start == self.now;
-        if !reached {
+        if start != self.now {
             self.move_now(start);
+            if N::ORDERED && self.levels[0].unsorted.test(slot) {
+                // Entries cascaded out of arming order (see `cascade`).
+                self.sort_bucket(nodes, 0, slot);
+            }
+        } else if N::ORDERED {
+            // The bucket for `now` is in arming order already: entries
+            // reach it out of order only by a cascade, which happens only
+            // as `now` moves, and the pop that moved `now` here sorted it
+            // (see "Same-tick order" in the module docs). So the pops after
+            // the first on a tick skip the check.
+            debug_assert!(!self.levels[0].unsorted.test(slot));
+            // In arming order, the entries armed for `now` after the pass
+            // reached it come last: the pass ends at the first of them.
+            if self.in_pass && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[slot])) {
+                return None;
+            }
         }
         let due_slot = slot;
-        if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
-            // Entries cascaded out of arming order (see `cascade`).
-            self.sort_bucket(nodes, 0, due_slot);
-        }
-        // In arming order, the entries armed for `now` after the pass
-        // reached it come last: the pass ends at the first of them.
-        if N::ORDERED
-            && reached
-            && self.in_pass
-            && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[due_slot]))
-        {
-            return None;
-        }
         Some(self.pop_head_due(nodes, due_slot))
     }
 
@@ -894,6 +911,7 @@ impl<I: EntryId> Hierarchy<I> {
     /// level. Valid because nothing is due before it: the levels below are
     /// empty, the other buckets of `level` come later, and the digits of
     /// `now` above `level` do not change inside the bucket.
+    #[inline]
     fn pop_alone<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
@@ -903,8 +921,15 @@ impl<I: EntryId> Hierarchy<I> {
         target: u64,
     ) -> Option<I> {
         let index = self.levels[level].head[slot];
-        if index != self.levels[level].tail[slot] {
-            return None;
+        let tail = self.levels[level].tail[slot];
+        if index != tail {
+            // Two entries: the head's next is the tail (one load, which a
+            // cascade of a longer bucket makes anyway).
+            let node = nodes.node(index);
+            if node.next != tail {
+                return None;
+            }
+            return self.pop_earlier_of_two(nodes, level, slot, start, target, node);
         }
         let node = nodes.node(index);
         let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
@@ -929,11 +954,71 @@ impl<I: EntryId> Hierarchy<I> {
         Some(index)
     }
 
+    /// [`pop_alone`](Self::pop_alone) for a bucket of two entries (`first`
+    /// is the head's node): pops the earlier (by deadline, then by arming
+    /// order) when it lies inside the bucket and is due by `target`, moves
+    /// `now` to its deadline and re-files the other relative to that `now`.
+    /// The same outcome as cascading the bucket and popping the first timer
+    /// due, without placing and unlinking that timer on level 0: a sparse
+    /// wheel's level-1 buckets hold one or two timers
+    /// (`examples/fill_expire.rs` at 1,000 timers), and a cascade of two
+    /// costs about as much as the two pops. Returns `None`, changing
+    /// nothing, otherwise. Nothing is due before the earlier entry (as for
+    /// `pop_alone`), and the other one's deadline is at or after it, so it
+    /// can be placed relative to the new `now` wherever it lies (even past
+    /// the bucket's end, moved there lazily). If it lands on level 0, the
+    /// bucket it lands in was empty (the levels below were), so level 0
+    /// stays in arming order.
+    /// `tests::a_bucket_of_two_pops_its_earliest_timer_first` checks it.
+    #[inline(never)]
+    fn pop_earlier_of_two<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+        first: Node<I>,
+    ) -> Option<I> {
+        let head = self.levels[level].head[slot];
+        let tail = first.next;
+        let second = nodes.node(tail);
+        // Ties go to the older arming (an ordered store), else to the head,
+        // where a cascade would put it.
+        let second_first = second.deadline < first.deadline
+            || (N::ORDERED
+                && second.deadline == first.deadline
+                && newer::<N>(nodes.seq(head), nodes.seq(tail)));
+        let (best, best_node, other, other_node) = if second_first {
+            (tail, second, head, first)
+        } else {
+            (head, first, tail, second)
+        };
+        let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
+        if best_node.deadline > target || best_node.deadline > last {
+            return None;
+        }
+        self.move_now(best_node.deadline);
+        let bucket = &mut self.levels[level];
+        bucket.head[slot] = I::NIL;
+        bucket.tail[slot] = I::NIL;
+        bucket.occupied.clear(slot);
+        self.place(nodes, other, other_node.deadline, None);
+        debug_assert!(!self.levels[0].unsorted.any());
+        mark_unlinked(nodes, best, best_node);
+        self.earliest.forget_if(best_node.deadline);
+        Some(best)
+    }
+
     /// The first non-empty bucket in time order: the due bucket if occupied,
     /// else the lowest level's next occupied bucket. A lower level's next
     /// bucket always starts before any higher level's: it lies inside the
     /// current block of the level above.
-    #[inline]
+    // Always inlined: left to the compiler, it was sometimes called out of
+    // line from `pop_due_slow`, and an idle advance (nothing due for an
+    // hour) then took about 95 instructions instead of 69 (`benches/wheel.rs`,
+    // `advance_idle`, under callgrind).
+    #[inline(always)]
     fn next_bucket(&self) -> Option<(usize, usize)> {
         for (level_no, level) in self.levels.iter().enumerate() {
             if !level.occupied.any() {

@@ -205,6 +205,41 @@ fn same_tick_fires_in_arm_order_across_levels() {
     assert_eq!(fired, [0, 1, 2, 3, 4]);
 }
 
+/// A higher bucket holding two timers pops the earlier one without
+/// cascading it (`Hierarchy::pop_earliest_of_few`): by deadline whichever
+/// comes first in the list, by arming order on a tie even when the list
+/// order says otherwise (`a` moved in place after `b` was armed), and not
+/// at all when a timer was moved past the bucket's end (`c`): each must
+/// come out as a cascade would have it.
+#[test]
+fn a_bucket_of_two_pops_its_earliest_timer_first() {
+    // Both in the level-1 bucket 64..=127 seen from tick 0.
+    let mut w = Wheel::new();
+    w.insert_at(g(120), 'a');
+    w.insert_at(g(100), 'b');
+    assert_eq!(drain(&mut w, g(200)), [(g(100), 'b'), (g(120), 'a')]);
+
+    let mut w = Wheel::new();
+    let a = w.insert_at(g(100), 'a');
+    w.insert_at(g(100), 'b');
+    w.reschedule_at(a, g(100)).unwrap();
+    assert_eq!(drain(&mut w, g(200)), [(g(100), 'b'), (g(100), 'a')]);
+
+    let mut w = Wheel::new();
+    let c = w.insert_at(g(100), 'c');
+    w.insert_at(g(110), 'd');
+    w.reschedule_at(c, g(300)).unwrap();
+    assert_eq!(drain(&mut w, g(400)), [(g(110), 'd'), (g(300), 'c')]);
+
+    // The earlier timer is due after the target: nothing fires, and the
+    // next poll still finds both.
+    let mut w = Wheel::new();
+    w.insert_at(g(120), 'a');
+    w.insert_at(g(100), 'b');
+    assert_eq!(drain(&mut w, g(90)), []);
+    assert_eq!(drain(&mut w, g(200)), [(g(100), 'b'), (g(120), 'a')]);
+}
+
 #[test]
 fn reschedule_counts_as_arming_again() {
     let mut w = Wheel::new();
