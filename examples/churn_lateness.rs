@@ -527,24 +527,30 @@ fn run_tickwheel(config: &Config) -> String {
 /// their timers go through a shard's remote queue (or straight in, while its
 /// worker sleeps and lends it). A worker with no churn left sleeps with its
 /// shard lent (`ShardGuard::idle`) until its next deadline or a waker call.
+/// The pool's worker threads, set once they are spawned.
+type Workers = Arc<std::sync::OnceLock<Vec<std::thread::Thread>>>;
+
+/// A `Driver::Embedded` service of one shard per worker, whose waker
+/// unparks the worker that owns the shard.
+fn pool_service(workers: usize, threads: &Workers) -> TimerService {
+    let threads = threads.clone();
+    TimerService::builder()
+        .shards(workers)
+        .driver(Driver::Embedded)
+        .waker(move |shard| {
+            if let Some(thread) = threads.get().and_then(|t| t.get(shard)) {
+                thread.unpark();
+            }
+        })
+        .build()
+        .expect("build the service")
+}
+
 fn run_tickwheel_pool(config: &Config) -> String {
     reset_peak_rss();
     let workers = config.tokio_workers;
-    // The waker unparks the worker that owns the shard.
-    let threads: Arc<std::sync::OnceLock<Vec<std::thread::Thread>>> = Arc::default();
-    let service = {
-        let threads = threads.clone();
-        TimerService::builder()
-            .shards(workers)
-            .driver(Driver::Embedded)
-            .waker(move |shard| {
-                if let Some(thread) = threads.get().and_then(|t| t.get(shard)) {
-                    thread.unpark();
-                }
-            })
-            .build()
-            .expect("build the service")
-    };
+    let threads: Workers = Arc::default();
+    let service = pool_service(workers, &threads);
     let record = Arc::new(Record::new(config.timers));
     let done = Arc::new(AtomicBool::new(false));
     let monitor = tickwheel_monitor(config, &service, &record, &done);
@@ -603,6 +609,34 @@ fn run_tickwheel_pool(config: &Config) -> String {
     tickwheel_report(config, &service, &record, &title, run)
 }
 
+/// One batch of the futures' churn: `batch` sleeps made, polled once (which
+/// registers them) and dropped (which stops them), tickwheel's on
+/// `sleeps`, else tokio's; counted. A plain function, so that the task's
+/// `Context` (not `Send`) is never held across its await.
+fn sleep_churn_batch(
+    sleeps: Option<&TimerService>,
+    record: &Record,
+    rng: &mut Rng,
+    batch: usize,
+    waker: &Waker,
+) {
+    let mut cx = Context::from_waker(waker);
+    for _ in 0..batch {
+        let ready = match sleeps {
+            Some(service) => pin!(service.sleep(rng.delay())).poll(&mut cx).is_ready(),
+            None => pin!(tokio::time::sleep(rng.delay()))
+                .poll(&mut cx)
+                .is_ready(),
+        };
+        if ready {
+            record.churn_fired.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    record
+        .churn_pairs
+        .fetch_add(batch as u64, Ordering::Relaxed);
+}
+
 /// Sleeps are registered by a poll; the churn never needs waking.
 struct NoopWake;
 
@@ -659,29 +693,7 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
                 let mut rng = Rng::new(k as u64 + 1);
                 let waker = Waker::from(Arc::new(NoopWake));
                 while !record.stop_churn.load(Ordering::Relaxed) {
-                    {
-                        // Not held across the await below (a Context is
-                        // not Send).
-                        let mut cx = Context::from_waker(&waker);
-                        for _ in 0..batch {
-                            // The first poll registers the sleep; dropping it
-                            // at the end of this iteration deregisters it.
-                            let ready = match &sleeps {
-                                Some(service) => {
-                                    pin!(service.sleep(rng.delay())).poll(&mut cx).is_ready()
-                                }
-                                None => pin!(tokio::time::sleep(rng.delay()))
-                                    .poll(&mut cx)
-                                    .is_ready(),
-                            };
-                            if ready {
-                                record.churn_fired.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    record
-                        .churn_pairs
-                        .fetch_add(batch as u64, Ordering::Relaxed);
+                    sleep_churn_batch(sleeps.as_ref(), &record, &mut rng, batch, &waker);
                     tokio::task::yield_now().await;
                 }
             }))
@@ -752,7 +764,7 @@ struct PoolTask {
 /// The workers' run queues, and their threads (to unpark).
 struct PoolQueues {
     queues: Vec<std::sync::Mutex<std::collections::VecDeque<Arc<PoolTask>>>>,
-    threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
+    threads: Workers,
 }
 
 impl PoolQueues {
@@ -820,21 +832,9 @@ fn run_sleep_pool(config: &Config) -> String {
     let workers = config.tokio_workers;
     let pool = Arc::new(PoolQueues {
         queues: (0..workers).map(|_| Default::default()).collect(),
-        threads: std::sync::OnceLock::new(),
+        threads: Workers::default(),
     });
-    let service = {
-        let pool = pool.clone();
-        TimerService::builder()
-            .shards(workers)
-            .driver(Driver::Embedded)
-            .waker(move |shard| {
-                if let Some(thread) = pool.threads.get().and_then(|t| t.get(shard)) {
-                    thread.unpark();
-                }
-            })
-            .build()
-            .expect("build the service")
-    };
+    let service = pool_service(workers, &pool.threads);
     let record = Arc::new(Record::new(config.timers));
     let done = Arc::new(AtomicBool::new(false));
     let monitor = tickwheel_monitor(config, &service, &record, &done);
@@ -886,21 +886,7 @@ fn run_sleep_pool(config: &Config) -> String {
                 let mut rng = Rng::new(k as u64 + 1);
                 let waker = Waker::from(Arc::new(NoopWake));
                 while !record.stop_churn.load(Ordering::Relaxed) {
-                    {
-                        // Not held across the await below (a Context is
-                        // not Send).
-                        let mut cx = Context::from_waker(&waker);
-                        for _ in 0..batch {
-                            // The first poll registers the sleep, on this
-                            // worker's shard; the drop stops it.
-                            if pin!(service.sleep(rng.delay())).poll(&mut cx).is_ready() {
-                                record.churn_fired.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    record
-                        .churn_pairs
-                        .fetch_add(batch as u64, Ordering::Relaxed);
+                    sleep_churn_batch(Some(&service), &record, &mut rng, batch, &waker);
                     YieldNow(false).await;
                 }
             }),

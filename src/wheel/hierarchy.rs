@@ -744,8 +744,7 @@ impl<I: EntryId> Hierarchy<I> {
                     break 'levels;
                 }
                 earliest = earliest.min(min_deadline(nodes, level.head[slot], level.tail[slot]));
-                let last = start | ((1u64 << (SLOT_BITS as usize * level_no)) - 1);
-                if earliest <= last {
+                if earliest <= bucket_last(start, level_no) {
                     break 'levels;
                 }
             }
@@ -932,26 +931,25 @@ impl<I: EntryId> Hierarchy<I> {
             return self.pop_earlier_of_two(nodes, level, slot, start, target, node);
         }
         let node = nodes.node(index);
-        let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
-        if node.deadline > target || node.deadline > last {
+        if node.deadline > target || node.deadline > bucket_last(start, level) {
             return None;
         }
         self.move_now(node.deadline);
         // `unlink` for the only entry of a bucket: it empties the bucket.
+        self.empty_bucket(level, slot);
+        mark_unlinked(nodes, index, node);
+        self.earliest.forget_if(node.deadline);
+        Some(index)
+    }
+
+    /// Marks bucket `slot` of `level` empty (its entries were taken out).
+    #[inline]
+    fn empty_bucket(&mut self, level: usize, slot: usize) {
         let bucket = &mut self.levels[level];
         bucket.head[slot] = I::NIL;
         bucket.tail[slot] = I::NIL;
         bucket.occupied.clear(slot);
         bucket.unsorted.clear(slot);
-        nodes.set_node(
-            index,
-            Node {
-                bucket: UNLINKED,
-                ..node
-            },
-        );
-        self.earliest.forget_if(node.deadline);
-        Some(index)
     }
 
     /// [`pop_alone`](Self::pop_alone) for a bucket of two entries (`first`
@@ -994,15 +992,11 @@ impl<I: EntryId> Hierarchy<I> {
         } else {
             (head, first, tail, second)
         };
-        let last = start | ((1u64 << (SLOT_BITS as usize * level)) - 1);
-        if best_node.deadline > target || best_node.deadline > last {
+        if best_node.deadline > target || best_node.deadline > bucket_last(start, level) {
             return None;
         }
         self.move_now(best_node.deadline);
-        let bucket = &mut self.levels[level];
-        bucket.head[slot] = I::NIL;
-        bucket.tail[slot] = I::NIL;
-        bucket.occupied.clear(slot);
+        self.empty_bucket(level, slot);
         self.place(nodes, other, other_node.deadline, None);
         debug_assert!(!self.levels[0].unsorted.any());
         mark_unlinked(nodes, best, best_node);
@@ -1281,6 +1275,12 @@ fn level_and_slot(now: u64, deadline: u64) -> (usize, usize) {
     let highest_bit = 63 - differing.leading_zeros() as usize;
     let level = highest_bit / SLOT_BITS as usize;
     (level, digit(deadline, level))
+}
+
+/// The last tick of the bucket of `level` that starts at tick `start`.
+#[inline]
+fn bucket_last(start: u64, level: usize) -> u64 {
+    start | ((1u64 << (SLOT_BITS as usize * level)) - 1)
 }
 
 /// Writes entry `index` (whose node was `node`) back as in no bucket.
