@@ -38,6 +38,7 @@
 //! each thread handing its batches to the next in a ring
 //! (`service_vs_tokio/cross_stop/tickwheel-embedded/{threads}`; 2 threads
 //! unless a count follows). Its time is per operation per thread.
+//! `cross-stop-mutex` runs the same ring on a `Mutex<Wheel>` per thread.
 //!
 //! ```sh
 //! cargo run --release --example owner_ops -- start-cancel 1000000
@@ -48,6 +49,7 @@
 //! cargo run --release --example owner_ops -- remote-start-cancel 1000000 2
 //! cargo run --release --example owner_ops -- remote-restart 3000000 1
 //! cargo run --release --example owner_ops -- cross-stop 2000000 8
+//! cargo run --release --example owner_ops -- cross-stop-mutex 2000000 8
 //! ```
 
 use std::future::Future;
@@ -64,18 +66,22 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage("the operation count must be a positive integer"),
     };
-    if mode == "remote-restart" || mode == "remote-start-cancel" || mode == "cross-stop" {
+    if mode == "remote-restart" || mode == "remote-start-cancel" || mode.starts_with("cross-stop") {
         let threads: usize = match args.next().map(|n| n.parse()) {
-            None if mode == "cross-stop" => 2,
+            None if mode.starts_with("cross-stop") => 2,
             None => 1,
             Some(Ok(n)) if n > 0 => n,
             Some(_) => usage("the thread count must be a positive integer"),
         };
-        if mode == "cross-stop" {
+        if mode.starts_with("cross-stop") {
             if threads < 2 {
                 usage("cross-stop needs at least 2 threads");
             }
-            cross_stop(ops, threads);
+            match mode.as_str() {
+                "cross-stop" => cross_stop(ops, threads),
+                "cross-stop-mutex" => cross_stop_mutex(ops, threads),
+                _ => usage("mode: cross-stop | cross-stop-mutex"),
+            }
         } else if mode == "remote-restart" {
             remote_restart(ops, threads);
         } else {
@@ -279,7 +285,7 @@ fn remote_start_cancel(ops: u64, threads: usize) {
 /// batches of 256 timers on its own shard, hands each batch to the other
 /// thread and stops the batches handed to it (four in flight per thread),
 /// polling once a batch: every STOP comes from the thread that does not own
-/// the timer. The shape of `service_vs_tokio/cross_stop/tickwheel-embedded/2`,
+/// the timer. The shape of `service_vs_tokio/cross_stop/tickwheel-embedded/{threads}`,
 /// in one long run to alternate against another build; reports wall time per
 /// START + STOP pair per thread, and how often a thread found no batch
 /// waiting for it (many: the threads did not keep pace with each other; on
@@ -287,47 +293,103 @@ fn remote_start_cancel(ops: u64, threads: usize) {
 /// the purely local START included, twice as slow in one of them, and the
 /// waits tens of times per round).
 fn cross_stop(ops: u64, threads: usize) {
-    use std::collections::VecDeque;
-    use std::sync::Mutex;
-    const BATCH: usize = 256;
-    const DEPTH: usize = 4;
     let service = TimerService::builder()
         .shards(threads)
         .driver(Driver::Embedded)
         .build()
         .expect("an embedded service");
-    let mail: Vec<Mutex<VecDeque<Vec<tickwheel::Timer>>>> =
-        (0..threads).map(|_| Mutex::default()).collect();
+    ring(
+        "cross-stop",
+        ops,
+        threads,
+        |t| service.claim_shard(t).expect("shard is free"),
+        |_, delay| service.start(delay, |_| {}).expect("running service"),
+        |_, timer: tickwheel::Timer| {
+            black_box(timer.cancel());
+        },
+        |guard| {
+            black_box(guard.poll().expect("owner"));
+        },
+    );
+}
+
+/// `cross-stop-mutex`: the same ring on the peer it is measured against, a
+/// `Mutex<Wheel>` per thread (`service_vs_tokio/cross_stop/sharded-mutex-wheel`),
+/// so that the two run as whole programs (`farm-bench`) or under callgrind
+/// side by side.
+fn cross_stop_mutex(ops: u64, threads: usize) {
+    use std::sync::Mutex;
+    use tickwheel::wheel::{TimerKey, Wheel};
+    let wheels: Vec<crossbeam_utils::CachePadded<Mutex<Wheel<usize>>>> = (0..threads)
+        .map(|_| crossbeam_utils::CachePadded::new(Mutex::new(Wheel::new())))
+        .collect();
+    ring(
+        "cross-stop-mutex",
+        ops,
+        threads,
+        |t| t,
+        |&mut t, delay| {
+            (
+                t,
+                wheels[t]
+                    .lock()
+                    .unwrap()
+                    .insert(delay.as_millis() as u64, 0),
+            )
+        },
+        |_, (shard, key): (usize, TimerKey)| {
+            black_box(wheels[shard].lock().unwrap().cancel(key));
+        },
+        |_| {},
+    );
+}
+
+/// The cross-stop ring: `threads` threads, each with its `local` state,
+/// starting batches, handing them to the next thread and stopping the
+/// batches handed to it, then calling `poll`.
+fn ring<L, K: Send>(
+    mode: &str,
+    ops: u64,
+    threads: usize,
+    local: impl Fn(usize) -> L + Sync,
+    start: impl Fn(&mut L, Duration) -> K + Sync,
+    stop: impl Fn(&mut L, K) + Sync,
+    poll: impl Fn(&mut L) + Sync,
+) {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    const BATCH: usize = 256;
+    const DEPTH: usize = 4;
+    let mail: Vec<Mutex<VecDeque<Vec<K>>>> = (0..threads).map(|_| Mutex::default()).collect();
     let rounds = ops.div_ceil(BATCH as u64);
-    let start = std::sync::Barrier::new(threads + 1);
+    let barrier = std::sync::Barrier::new(threads + 1);
     let waits = std::sync::atomic::AtomicU64::new(0);
     // Time inside the owners' polls, which take in the other thread's stops.
     let polling = std::sync::atomic::AtomicU64::new(0);
     let begin = std::thread::scope(|scope| {
         for t in 0..threads {
-            let (service, start, mail, waits, polling) =
-                (&service, &start, &mail, &waits, &polling);
+            let (barrier, mail, waits, polling) = (&barrier, &mail, &waits, &polling);
+            let (local, start, stop, poll) = (&local, &start, &stop, &poll);
             scope.spawn(move || {
-                let mut guard = service.claim_shard(t).expect("shard is free");
+                let mut mine_local = local(t);
                 let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ t as u64;
-                let mut batch = || -> Vec<_> {
+                let mut batch = |l: &mut L| -> Vec<K> {
                     (0..BATCH)
                         .map(|_| {
                             rng ^= rng << 13;
                             rng ^= rng >> 7;
                             rng ^= rng << 17;
-                            let delay = Duration::from_millis(1 + rng % 1000);
-                            service.start(delay, |_| {}).expect("running service")
+                            start(l, Duration::from_millis(1 + rng % 1000))
                         })
                         .collect()
                 };
                 for _ in 0..DEPTH {
-                    let first = batch();
+                    let first = batch(&mut mine_local);
                     mail[(t + 1) % threads].lock().unwrap().push_back(first);
                 }
-                start.wait();
+                barrier.wait();
                 for _ in 0..rounds {
-                    let next = batch();
+                    let next = batch(&mut mine_local);
                     mail[(t + 1) % threads].lock().unwrap().push_back(next);
                     let mine = loop {
                         if let Some(mine) = mail[t].lock().unwrap().pop_front() {
@@ -336,27 +398,27 @@ fn cross_stop(ops: u64, threads: usize) {
                         waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         std::thread::yield_now();
                     };
-                    for timer in mine {
-                        black_box(timer.cancel());
+                    for key in mine {
+                        stop(&mut mine_local, key);
                     }
                     let began = Instant::now();
-                    black_box(guard.poll().expect("owner"));
+                    poll(&mut mine_local);
                     polling.fetch_add(
                         began.elapsed().as_nanos() as u64,
                         std::sync::atomic::Ordering::Relaxed,
                     );
                 }
-                start.wait();
+                barrier.wait();
                 mail[t].lock().unwrap().clear();
             });
         }
-        start.wait();
+        barrier.wait();
         let begin = Instant::now();
-        start.wait();
+        barrier.wait();
         begin
     });
     report(
-        &format!("cross-stop, {threads} threads"),
+        &format!("{mode}, {threads} threads"),
         rounds * BATCH as u64,
         begin,
     );
@@ -376,7 +438,7 @@ fn report(mode: &str, ops: u64, begin: Instant) {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | remote-start-cancel | remote-restart | cross-stop] [operations] [threads]");
+    eprintln!("owner_ops: {why}\nusage: owner_ops [start-cancel | start-cancel-capture16 | restart | sleep-poll-drop | sleep-reset | remote-start-cancel | remote-restart | cross-stop | cross-stop-mutex] [operations] [threads]");
     std::process::exit(2);
 }
 
