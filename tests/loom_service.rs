@@ -1334,3 +1334,51 @@ fn sleep_poll_vs_fire_vs_waker_change() {
         drop(sleep);
     });
 }
+
+/// Two threads release stopped timers of a lent shard at once, another
+/// thread and the owner itself inside `idle` (where it is not the owner):
+/// each pushes its slot, and the one whose `try_help` finds the other
+/// inside leaves its slot to it. The helper must look at the queue again
+/// once it has left, or that slot stays queued for as long as the owner
+/// sleeps (CONTRACT 13). Six other timers stay linked so that neither
+/// release is due to wake the owner (the reclaim bound is a third of the
+/// wheel). Fails ("released while the owner slept") when
+/// `Inner::help_reclaim` takes the queue in once and leaves without that
+/// look.
+#[test]
+fn lent_shard_release_vs_leaving_helper() {
+    model("lent_shard_release_vs_leaving_helper", || {
+        let (service, mut guard, _clock) = service();
+        let linked: Vec<_> = (0..6)
+            .map(|_| service.start(TICK * 50, |_| {}).unwrap())
+            .collect();
+        let mut stopped: Vec<_> = (0..2)
+            .map(|_| {
+                let timer = service.start(TICK * 50, |_| {}).unwrap();
+                assert_eq!(timer.stop(), tickwheel::Stop::Cancelled);
+                timer
+            })
+            .collect();
+        guard.poll().unwrap();
+        let lent = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer = {
+            let (lent, timer) = (lent.clone(), stopped.pop().unwrap());
+            thread::spawn(move || {
+                while !lent.load(SeqCst) {
+                    thread::yield_now();
+                }
+                drop(timer);
+            })
+        };
+        let own = stopped.pop().unwrap();
+        guard.idle(|sleep| {
+            assert_ne!(sleep, Some(Duration::ZERO));
+            lent.store(true, SeqCst);
+            drop(own);
+            producer.join().unwrap();
+            let stats = service.stats();
+            assert_eq!(stats.freed, 2, "released while the owner slept: {stats:?}");
+        });
+        drop(linked);
+    });
+}

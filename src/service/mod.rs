@@ -1030,6 +1030,7 @@ impl Inner {
             }
         }
         drop(helping);
+        self.left_help(shard);
         if applied {
             if let Some(arm) = message.arm {
                 if target.claim_wake(Some(arm.deadline)) {
@@ -1042,21 +1043,42 @@ impl Inner {
 
     /// Applies what waits in `shard`'s remote queue if the shard is lent
     /// (its owner sleeps), as its owner would; otherwise does nothing.
+    ///
+    /// A thread whose `try_help` finds another helper inside leaves what it
+    /// queued to that helper: every helper, once it has left, looks at the
+    /// queue again (`left_help`) and takes in what was pushed while it was
+    /// inside. Without that look a release pushed then stayed queued for as
+    /// long as the owner slept (shuttle,
+    /// `sleeping_driver_threads_reclaim_stopped_timers`: one slot of 105 never
+    /// freed). The push and the failed `try_help` on one side, leaving and
+    /// the look on the other, are all SeqCst: one side sees the other.
     fn help_reclaim(&self, shard: usize) {
         let target = &self.shards[shard];
-        if !target.try_help() {
-            return;
-        }
-        let helping = Helping::enter(self.address(), shard, target);
-        if !self.is_shut_down() {
-            // SAFETY: this thread holds the lent shard (`try_help`), and
-            // holds no reference into its core.
-            unsafe {
-                target.take_remote(self);
-                target.refresh_counters(None);
+        while target.try_help() {
+            let helping = Helping::enter(self.address(), shard, target);
+            if !self.is_shut_down() {
+                // SAFETY: this thread holds the lent shard (`try_help`), and
+                // holds no reference into its core.
+                unsafe {
+                    target.take_remote(self);
+                    target.refresh_counters(None);
+                }
+            }
+            drop(helping);
+            if self.is_shut_down() || target.remote.is_empty() {
+                return;
             }
         }
-        drop(helping);
+    }
+
+    /// After a helper left `shard` (`help`, `restart_lent`): takes in what
+    /// other threads queued while it was inside, which they left to it
+    /// (see [`help_reclaim`](Self::help_reclaim)).
+    #[inline]
+    fn left_help(&self, shard: usize) {
+        if !self.shards[shard].remote.is_empty() {
+            self.help_reclaim(shard);
+        }
     }
 
     /// Backpressure (CONTRACT 20): `limit` messages (`PENDING_LIMIT`, or
@@ -1379,6 +1401,7 @@ impl Inner {
             }
         };
         drop(helping);
+        self.left_help(shard);
         if matches!(outcome, Some(Ok(_))) && target.claim_wake(Some(deadline)) {
             self.wake(shard);
         }

@@ -373,16 +373,25 @@ impl Shard {
     /// A producer enters a lent shard; `false` if it is not lent, held, or
     /// wanted back.
     #[inline]
+    ///
+    /// SeqCst (both outcomes), as is `end_help`: a thread that pushed and
+    /// then finds the shard held leaves its entry to the helper inside,
+    /// which looks at the queue after it leaves (`Inner::help_reclaim`).
+    /// x86 emits the same instructions as for the weaker orderings.
     pub(crate) fn try_help(&self) -> bool {
-        self.claimed
-            .compare_exchange(LENT, LENT | HELD, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        let entered = self
+            .claimed
+            .compare_exchange(LENT, LENT | HELD, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        crate::sync::handshake_fence();
+        entered
     }
 
     /// A helper leaves (keeping `WANTED` if the owner set it meanwhile).
     #[inline]
     pub(crate) fn end_help(&self) {
-        self.claimed.fetch_and(!HELD, Ordering::Release);
+        self.claimed.fetch_and(!HELD, Ordering::SeqCst);
+        crate::sync::handshake_fence();
     }
 
     /// Tells the owner work arrived (see `take_activity`). Loads first, so
