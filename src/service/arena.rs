@@ -34,12 +34,9 @@
 //! reaches several more per link and unlink (its links are indices), about
 //! ten per START + remote STOP. Working out segment and offset from the
 //! index took about fourteen instructions each; a [`Directory`] with one
-//! entry per `BASE` slots takes a shift, a load and an add. Measured on the
-//! cross-thread stop ring (`examples/owner_ops.rs cross-stop`, callgrind):
-//! 900 -> 784 instructions per START + STOP pair, and 0.87x the wall time
-//! at 8 threads (`farm-bench`, alternating runs). The directory is 32 MiB
-//! of zeroed address space per service, of which only the pages for slots
-//! ever handed out are touched (8 bytes per 64 slots).
+//! entry per `BASE` slots takes two loads and a few shifts. Its memory is
+//! 8 KiB per service and 8 bytes per 64 slots handed out (in 32 KiB
+//! pages).
 //!
 //! # The slot: one cache line
 //!
@@ -348,65 +345,146 @@ fn first_index(segment: usize) -> usize {
 }
 
 /// The most slots one arena hands out: every index a handle can name
-/// (`timer.rs`, `INDEX_BITS`). Under miri and shuttle far fewer, so that
-/// the directory each service allocates stays small there; under loom,
-/// whose models build every atomic of it for each execution they explore,
-/// fewer still (with 2^16 slots, 32,768 atomics, one model ran for
-/// minutes instead of seconds).
-#[cfg(not(any(miri, loom, shuttle)))]
+/// (`timer.rs`, `INDEX_BITS`). Under loom far fewer: its models build
+/// every atomic of the directory's top for each execution they explore.
+#[cfg(not(loom))]
 const MAX_SLOTS: usize = 1 << super::timer::INDEX_BITS;
-#[cfg(all(any(miri, shuttle), not(loom)))]
-const MAX_SLOTS: usize = 1 << 16;
 #[cfg(loom)]
 const MAX_SLOTS: usize = 1 << 8;
 
-/// Where each run of `BASE` slots is: entry `i >> BASE_SHIFT` points at
-/// slot `i & !(BASE - 1)`, so finding a slot is a shift, a load and an add
-/// (see "Finding a slot" in the module docs).
+/// Directory entries per page: a page covers `PAGE_LEN * BASE` slots
+/// (262,144), so it costs 32 KiB per that many slots handed out.
+#[cfg(not(loom))]
+const PAGE_BITS: u32 = 12;
+#[cfg(loom)]
+const PAGE_BITS: u32 = 2;
+const PAGE_LEN: usize = 1 << PAGE_BITS;
+/// The index bits above a page's.
+const PAGE_SHIFT: u32 = BASE_SHIFT + PAGE_BITS;
+
+/// Where each run of `BASE` slots is: entry `(i >> BASE_SHIFT) % PAGE_LEN`
+/// of page `i >> PAGE_SHIFT` points at slot `i & !(BASE - 1)`, so finding a
+/// slot is two loads, two shifts, a mask and an add (see "Finding a slot"
+/// in the module docs).
 ///
-/// Outside the models the table is allocated zeroed (a null `AtomicPtr` is
-/// all zeros): 32 MiB of address space per service, of which the
-/// allocator maps only what is touched, a 4 KiB page per 32,768 slots.
-/// Under loom and shuttle the entries are the models' atomics, built one
-/// by one, so that they see the happens-before edge from a segment's
-/// installer to a reader of its slots.
-struct Directory(Box<[AtomicPtr<Slot>]>);
+/// Two levels, so that memory follows the slots handed out: the top is 8
+/// KiB per service (boxed: inline in the service it cost no fewer
+/// instructions, and it overflowed shuttle's task stacks), and a page is allocated with the first segment that
+/// needs it. (One flat table of every entry was one load cheaper, but 32
+/// MiB of zeroed address space per service, which a counting allocator,
+/// `benches/memory.rs`, rightly charged to the service: 386 bytes per
+/// armed timer at 100,000.) Entries and page pointers are written once,
+/// null to a value, and read with acquire.
+struct Directory(Box<[AtomicPtr<AtomicPtr<Slot>>]>);
 
 impl Directory {
-    const LEN: usize = MAX_SLOTS >> BASE_SHIFT;
+    /// Pages for every index below `MAX_SLOTS`.
+    const TOP: usize = ((MAX_SLOTS - 1) >> PAGE_SHIFT) + 1;
 
-    #[cfg(not(any(loom, shuttle)))]
-    fn new() -> Self {
-        let layout = std::alloc::Layout::array::<AtomicPtr<Slot>>(Self::LEN)
-            .expect("the chunk table's size fits a layout");
-        // SAFETY: the layout's size is not zero.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicPtr<Slot>>();
-        if raw.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        // SAFETY: `LEN` zeroed `AtomicPtr`s (each a null pointer, as
-        // `AtomicPtr` has the layout of `*mut T`), allocated with the layout
-        // a `Box<[_]>` of that length is freed with.
-        Directory(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(raw, Self::LEN)) })
-    }
-
-    #[cfg(any(loom, shuttle))]
     fn new() -> Self {
         Directory(
-            (0..Self::LEN)
+            (0..Self::TOP)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
         )
     }
 
-    /// The entry of slot `index`, which is below `MAX_SLOTS` (the arena
-    /// hands out no more: `assert_nameable`).
+    /// The page of slot `index`, which is below `MAX_SLOTS` (the arena
+    /// hands out no more: `assert_nameable`); null until entered.
     #[inline]
-    fn of(&self, index: u32) -> &AtomicPtr<Slot> {
-        let chunk = (index >> BASE_SHIFT) as usize;
-        debug_assert!(chunk < Self::LEN);
-        // SAFETY: `index < MAX_SLOTS`, the caller's contract, so `chunk < LEN`.
-        unsafe { self.0.get_unchecked(chunk) }
+    fn page(&self, index: u32) -> *mut AtomicPtr<Slot> {
+        let top = (index >> PAGE_SHIFT) as usize;
+        debug_assert!(top < Self::TOP);
+        // SAFETY: `index < MAX_SLOTS`, the caller's contract, so `top < TOP`.
+        unsafe { self.0.get_unchecked(top) }.load(Ordering::Acquire)
+    }
+
+    /// Slot `index` (below `MAX_SLOTS`), or null if its run is not entered.
+    #[inline]
+    fn find(&self, index: u32) -> *const Slot {
+        let page = self.page(index);
+        if page.is_null() {
+            return std::ptr::null();
+        }
+        // SAFETY: a page is `PAGE_LEN` entries, live until `drop`.
+        let run = unsafe { &*page.add((index as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
+            .load(Ordering::Acquire);
+        if run.is_null() {
+            return std::ptr::null();
+        }
+        // SAFETY: `run` is the first of `BASE` slots of a live segment.
+        unsafe { run.add(index as usize & (BASE - 1)) }
+    }
+
+    /// [`find`](Self::find) for an index whose run is entered.
+    ///
+    /// # Safety
+    /// Slot `index`'s run was entered, and that happened before this call.
+    #[inline]
+    unsafe fn find_entered(&self, index: u32) -> *const Slot {
+        let page = self.page(index);
+        debug_assert!(!page.is_null(), "slot {index} was never allocated");
+        // SAFETY: the caller's contract; a page is `PAGE_LEN` entries.
+        let run = unsafe { &*page.add((index as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
+            .load(Ordering::Acquire);
+        debug_assert!(!run.is_null(), "slot {index} was never allocated");
+        // SAFETY: `run` is the first of `BASE` slots of a live segment.
+        unsafe { run.add(index as usize & (BASE - 1)) }
+    }
+
+    /// Enters the run of `BASE` slots that starts at index `first`
+    /// (a multiple of `BASE`, below `MAX_SLOTS`), at `at`; makes its page
+    /// if there is none yet (racing makers: one CAS wins, the others free
+    /// theirs).
+    fn enter(&self, first: u32, at: *mut Slot) {
+        let top = &self.0[(first >> PAGE_SHIFT) as usize];
+        let mut page = top.load(Ordering::Acquire);
+        if page.is_null() {
+            let fresh: Box<[AtomicPtr<Slot>]> = (0..PAGE_LEN)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect();
+            let raw = Box::into_raw(fresh).cast::<AtomicPtr<Slot>>();
+            page = match top.compare_exchange(
+                std::ptr::null_mut(),
+                raw,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => raw,
+                Err(theirs) => {
+                    // SAFETY: made just above with `PAGE_LEN` entries and
+                    // never shared: the CAS that would have published it
+                    // failed.
+                    drop(unsafe { free_page(raw) });
+                    theirs
+                }
+            };
+        }
+        // SAFETY: a page is `PAGE_LEN` entries, live until `drop`.
+        unsafe { &*page.add((first as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
+            .store(at, Ordering::Release);
+    }
+}
+
+/// The page at `raw`, as the box it was made as.
+///
+/// # Safety
+/// `raw` came from `Directory::enter`'s `Box::into_raw`, and nothing else
+/// can reach it any more.
+unsafe fn free_page(raw: *mut AtomicPtr<Slot>) -> Box<[AtomicPtr<Slot>]> {
+    // SAFETY: the caller's contract; the length is the one it was made with.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(raw, PAGE_LEN)) }
+}
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        for top in self.0.iter_mut() {
+            let page = top.load(Ordering::Acquire);
+            if !page.is_null() {
+                // SAFETY: made by `enter`; `&mut self`: no one else reaches it.
+                drop(unsafe { free_page(page) });
+            }
+        }
     }
 }
 
@@ -428,16 +506,15 @@ impl Arena {
         if index >= self.fresh.load(Ordering::Acquire) {
             return None;
         }
-        let base = self.directory.of(index).load(Ordering::Acquire);
-        if base.is_null() {
+        let slot = self.directory.find(index);
+        if slot.is_null() {
             // Handed out but the segment is still being installed by the
             // allocating thread: that slot cannot be armed yet.
             return None;
         }
-        // SAFETY: (1) `base` points to a live chunk of `BASE` slots of a
-        // segment: segments are installed once and freed only in `drop`, which
-        // needs `&mut self`. (2) the offset is below `BASE`.
-        Some(unsafe { &*base.add(index as usize & (BASE - 1)) })
+        // SAFETY: a slot of a live segment: segments are installed once and
+        // freed only in `drop`, which needs `&mut self`.
+        Some(unsafe { &*slot })
     }
 
     /// The slot at `index`, which `alloc` has handed out: [`get`](Self::get)
@@ -456,11 +533,9 @@ impl Arena {
     #[inline]
     pub(crate) unsafe fn get_allocated(&self, index: u32) -> &Slot {
         debug_assert!(index < self.fresh.load(Ordering::Relaxed));
-        let base = self.directory.of(index).load(Ordering::Acquire);
-        debug_assert!(!base.is_null(), "slot {index} was never allocated");
-        // SAFETY: the segment is installed (the caller's contract) and live
-        // until `drop`, and the offset is below `BASE`.
-        unsafe { &*base.add(index as usize & (BASE - 1)) }
+        // SAFETY: the segment is installed and entered (the caller's
+        // contract), and live until `drop`.
+        unsafe { &*self.directory.find_entered(index) }
     }
 
     /// Takes a free slot (reusing freed ones first). Its state word reads
@@ -646,12 +721,7 @@ impl Arena {
         let installed = self.segments[segment].load(Ordering::Acquire);
         if !installed.is_null() {
             let last = (first_index(segment) + segment_len(segment)).min(MAX_SLOTS) - 1;
-            if self
-                .directory
-                .of(last as u32)
-                .load(Ordering::Acquire)
-                .is_null()
-            {
+            if self.directory.find(last as u32).is_null() {
                 self.enter_segment(segment, installed);
             }
             return;
@@ -694,9 +764,7 @@ impl Arena {
             }
             // SAFETY: `offset` is within the segment's slots.
             let at = unsafe { base.add(offset) };
-            self.directory
-                .of((first + offset) as u32)
-                .store(at, Ordering::Release);
+            self.directory.enter((first + offset) as u32, at);
         }
     }
 
