@@ -982,6 +982,49 @@ mod tests {
         assert_eq!(all, (0..THREADS * 8).collect::<Vec<_>>());
     }
 
+    /// Threads growing the arena at once, one slot or a group at a time,
+    /// race to install and enter the same segments: whichever thread
+    /// hands out a slot finds it through the directory at once, at the
+    /// address `locate` names, and so does every other thread afterwards.
+    #[test]
+    fn racing_growth_enters_every_slot_before_handing_it_out() {
+        const THREADS: usize = 3;
+        let per_thread = if cfg!(miri) { 200 } else { 20_000 };
+        for _ in 0..if cfg!(miri) { 1 } else { 20 } {
+            let arena = std::sync::Arc::new(Arena::new());
+            let start = std::sync::Arc::new(std::sync::Barrier::new(THREADS));
+            let threads: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (arena, start) = (arena.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        let mut spare = Vec::new();
+                        let mut mine = Vec::with_capacity(per_thread);
+                        while mine.len() < per_thread {
+                            let index = if t == 0 {
+                                arena.alloc_line(&mut spare)
+                            } else {
+                                arena.alloc()
+                            };
+                            let found = arena.get(index).map(|slot| slot as *const Slot);
+                            assert!(found.is_some(), "slot {index} handed out unentered");
+                            mine.push(index);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            for thread in threads {
+                for index in thread.join().unwrap() {
+                    let (segment, offset) = locate(index);
+                    let base = arena.segments[segment].load(Ordering::Acquire);
+                    let slot: *const Slot = arena.get(index).expect("entered");
+                    assert_eq!(slot, base.wrapping_add(offset).cast_const());
+                }
+            }
+        }
+    }
+
     /// The cache line of a slot's first and last byte.
     fn lines_of(arena: &Arena, index: u32) -> (usize, usize) {
         let address = arena.get(index).unwrap() as *const Slot as usize;

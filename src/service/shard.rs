@@ -372,12 +372,12 @@ impl Shard {
 
     /// A producer enters a lent shard; `false` if it is not lent, held, or
     /// wanted back.
-    #[inline]
     ///
     /// SeqCst (both outcomes), as is `end_help`: a thread that pushed and
     /// then finds the shard held leaves its entry to the helper inside,
     /// which looks at the queue after it leaves (`Inner::help_reclaim`).
     /// x86 emits the same instructions as for the weaker orderings.
+    #[inline]
     pub(crate) fn try_help(&self) -> bool {
         let entered = self
             .claimed
