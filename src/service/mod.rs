@@ -680,11 +680,14 @@ impl Inner {
     fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
         let shard = arming.shard;
         if self.owns(shard) {
+            // One bounds check for the whole START (with `self.shards[shard]`
+            // at each use the compiler checked it three times).
+            let target = &self.shards[shard];
             // SAFETY: this thread holds the shard's claim (`owns`), and no
             // reference into its core is live while user code runs.
-            unsafe { self.shards[shard].catch_up(self) };
+            unsafe { target.catch_up(self) };
             // SAFETY: this thread holds the shard's claim (`owns`).
-            let (index, slot) = unsafe { self.alloc_owned_slot(shard) };
+            let (index, slot) = unsafe { self.alloc_owned_slot(target) };
             let message = self.publish(index, slot, arming, callback, false);
             // SAFETY: this thread holds the shard's claim (`owns`). The slot
             // was just published by this thread and no other thread has its
@@ -693,7 +696,7 @@ impl Inner {
             // owner's START + cancel: 850 -> 791 instructions).
             unsafe {
                 let arm = message.arm.expect("a START arms");
-                self.shards[shard].link(self, slot, message.index, arm);
+                target.link(self, slot, message.index, arm);
             }
             return TimerId::new(message.index, message.gen, self.tag);
         }
@@ -856,13 +859,13 @@ impl Inner {
     /// # Safety
     /// This thread holds the shard's claim (`owns`); no reference into its
     /// core is live while user code (the only caller) runs.
-    unsafe fn alloc_owned_slot(&self, shard: usize) -> (u32, &Slot) {
+    unsafe fn alloc_owned_slot<'s>(&'s self, shard: &'s Shard) -> (u32, &'s Slot) {
         // SAFETY: forwarded.
         unsafe {
-            match self.shards[shard].take_local_slot() {
+            match shard.take_local_slot() {
                 Some(free) => free,
                 None => {
-                    let index = self.shards[shard].alloc_line(&self.arena);
+                    let index = shard.alloc_line(&self.arena);
                     (index, self.slot(index))
                 }
             }
