@@ -1055,9 +1055,21 @@ impl Inner {
     /// `sleeping_driver_threads_reclaim_stopped_timers`: one slot of 105 never
     /// freed). The push and the failed `try_help` on one side, leaving and
     /// the look on the other, are all SeqCst: one side sees the other.
+    ///
+    /// At most `HELP_PASSES` passes: other threads' STARTs keep a lent
+    /// shard's queue from ever being empty for long, and a thread that
+    /// released one timer must not be kept doing its owner's work for as
+    /// long as they come. What a last pass leaves is what any stop leaves
+    /// that is not due to wake the owner: within the reclaim bound
+    /// (`RemoteQueue::reclaim_due`, CONTRACT 13).
     fn help_reclaim(&self, shard: usize) {
+        /// Passes one call makes at most (each takes the whole queue in).
+        const HELP_PASSES: usize = 4;
         let target = &self.shards[shard];
-        while target.try_help() {
+        for _ in 0..HELP_PASSES {
+            if !target.try_help() {
+                return;
+            }
             let helping = Helping::enter(self.address(), shard, target);
             if !self.is_shut_down() {
                 // SAFETY: this thread holds the lent shard (`try_help`), and
