@@ -406,9 +406,8 @@ impl Directory {
         if page.is_null() {
             return std::ptr::null();
         }
-        // SAFETY: a page is `PAGE_LEN` entries, live until `drop`.
-        let run = unsafe { &*page.add((index as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
-            .load(Ordering::Acquire);
+        // SAFETY: `page` is a live page (non-null).
+        let run = unsafe { run_of(page, index) }.load(Ordering::Acquire);
         if run.is_null() {
             return std::ptr::null();
         }
@@ -424,9 +423,8 @@ impl Directory {
     unsafe fn find_entered(&self, index: u32) -> *const Slot {
         let page = self.page(index);
         debug_assert!(!page.is_null(), "slot {index} was never allocated");
-        // SAFETY: the caller's contract; a page is `PAGE_LEN` entries.
-        let run = unsafe { &*page.add((index as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
-            .load(Ordering::Acquire);
+        // SAFETY: the caller's contract: the page is there.
+        let run = unsafe { run_of(page, index) }.load(Ordering::Acquire);
         debug_assert!(!run.is_null(), "slot {index} was never allocated");
         // SAFETY: `run` is the first of `BASE` slots of a live segment.
         unsafe { run.add(index as usize & (BASE - 1)) }
@@ -444,25 +442,42 @@ impl Directory {
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect();
             let raw = Box::into_raw(fresh).cast::<AtomicPtr<Slot>>();
-            page = match top.compare_exchange(
-                std::ptr::null_mut(),
-                raw,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => raw,
-                Err(theirs) => {
-                    // SAFETY: made just above with `PAGE_LEN` entries and
-                    // never shared: the CAS that would have published it
-                    // failed.
-                    drop(unsafe { free_page(raw) });
-                    theirs
-                }
-            };
+            // SAFETY (the loser's free): made just above with `PAGE_LEN`
+            // entries and never shared.
+            page = publish_once(top, raw, |raw| drop(unsafe { free_page(raw) }));
         }
-        // SAFETY: a page is `PAGE_LEN` entries, live until `drop`.
-        unsafe { &*page.add((first as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
-            .store(at, Ordering::Release);
+        // SAFETY: `page` is a live page.
+        unsafe { run_of(page, first) }.store(at, Ordering::Release);
+    }
+}
+
+/// The directory entry of slot `index` in `page`, its page.
+///
+/// # Safety
+/// `page` is a page of the directory (`PAGE_LEN` entries), live until the
+/// directory is dropped.
+#[inline]
+unsafe fn run_of<'a>(page: *mut AtomicPtr<Slot>, index: u32) -> &'a AtomicPtr<Slot> {
+    // SAFETY: the caller's contract; the offset is below `PAGE_LEN`.
+    unsafe { &*page.add((index as usize >> BASE_SHIFT) & (PAGE_LEN - 1)) }
+}
+
+/// Publishes `raw` in `cell` if `cell` is still null and returns it; else
+/// hands `raw` to `free` and returns what another thread published there
+/// first. Segments and directory pages are made this way: racing makers
+/// each build one, one CAS wins.
+fn publish_once<T>(cell: &AtomicPtr<T>, raw: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
+    match cell.compare_exchange(
+        std::ptr::null_mut(),
+        raw,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => raw,
+        Err(theirs) => {
+            free(raw);
+            theirs
+        }
     }
 }
 
@@ -732,21 +747,11 @@ impl Arena {
         // A group is its slots with no padding (checked above), so the
         // segment is one array of slots.
         let raw = Box::into_raw(lines).cast::<Slot>();
-        let installed = match self.segments[segment].compare_exchange(
-            std::ptr::null_mut(),
-            raw,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => raw,
-            Err(theirs) => {
-                // SAFETY: `raw` came from `Box::into_raw` just above and was
-                // never shared, since the CAS that would have published it
-                // failed.
-                unsafe { free_segment(raw, segment) };
-                theirs
-            }
-        };
+        // SAFETY (the loser's free): `raw` came from `Box::into_raw` just
+        // above and was never shared.
+        let installed = publish_once(&self.segments[segment], raw, |raw| unsafe {
+            free_segment(raw, segment)
+        });
         self.enter_segment(segment, installed);
     }
 
