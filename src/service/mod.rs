@@ -672,34 +672,49 @@ impl Inner {
     /// owner, or reuses a slot of its own cancelled START in place
     /// (`revive`).
     ///
+    /// The other threads' path is out of line (`arm_remote`), so that the
+    /// owner's is inlined into the START that made the callback (with
+    /// `#[inline]` alone it was not, and an owner's START + cancel took
+    /// about 7 % longer: `farm-bench` on `examples/owner_ops.rs
+    /// start-cancel`).
+    #[inline(always)]
+    fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
+        let shard = arming.shard;
+        if !self.owns(shard) {
+            return self.arm_remote(arming, callback);
+        }
+        // One bounds check for the whole START (with `self.shards[shard]`
+        // at each use the compiler checked it three times).
+        let target = &self.shards[shard];
+        // SAFETY: this thread holds the shard's claim (`owns`), and no
+        // reference into its core is live while user code runs.
+        unsafe { target.catch_up(self) };
+        // SAFETY: this thread holds the shard's claim (`owns`).
+        let (index, slot) = unsafe { self.alloc_owned_slot(target) };
+        let message = self.publish(index, slot, arming, callback, false);
+        // SAFETY: this thread holds the shard's claim (`owns`). The slot
+        // was just published by this thread and no other thread has its
+        // id yet, so its word is the one `publish` stored: it is linked
+        // without `reconcile`'s second lookup and re-reading of it (an
+        // owner's START + cancel: 850 -> 791 instructions).
+        unsafe {
+            let arm = message.arm.expect("a START arms");
+            target.link(self, slot, message.index, arm);
+        }
+        TimerId::new(message.index, message.gen, self.tag)
+    }
+
+    /// [`arm`](Self::arm) from a thread that does not own the shard: out of
+    /// line, so that the owner's inlined path stays small.
+    ///
     /// A START from another thread is queued even when the shard is lent:
     /// entering the shard to link it there, and to unlink and free it again
     /// on cancel, cost about 1,100 instructions per START + cancel pair,
     /// against about 600 for a queued START that the next START revives
     /// (`examples/owner_ops.rs remote-start-cancel` under callgrind).
-    fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
+    #[inline(never)]
+    fn arm_remote(&self, arming: Arming, callback: arena::Callback) -> TimerId {
         let shard = arming.shard;
-        if self.owns(shard) {
-            // One bounds check for the whole START (with `self.shards[shard]`
-            // at each use the compiler checked it three times).
-            let target = &self.shards[shard];
-            // SAFETY: this thread holds the shard's claim (`owns`), and no
-            // reference into its core is live while user code runs.
-            unsafe { target.catch_up(self) };
-            // SAFETY: this thread holds the shard's claim (`owns`).
-            let (index, slot) = unsafe { self.alloc_owned_slot(target) };
-            let message = self.publish(index, slot, arming, callback, false);
-            // SAFETY: this thread holds the shard's claim (`owns`). The slot
-            // was just published by this thread and no other thread has its
-            // id yet, so its word is the one `publish` stored: it is linked
-            // without `reconcile`'s second lookup and re-reading of it (an
-            // owner's START + cancel: 850 -> 791 instructions).
-            unsafe {
-                let arm = message.arm.expect("a START arms");
-                target.link(self, slot, message.index, arm);
-            }
-            return TimerId::new(message.index, message.gen, self.tag);
-        }
         self.shards[shard].note_activity();
         let callback = match self.revive(&arming, callback) {
             Ok(id) => return id,
@@ -809,6 +824,7 @@ impl Inner {
     /// and `QUEUED` if `queued` (the caller then pushes it on the shard's
     /// remote queue); returns the message that links it (an owner links it
     /// at once).
+    #[inline]
     fn publish(
         &self,
         index: u32,
@@ -833,7 +849,10 @@ impl Inner {
         // arming recorded in `linked` is what the owner links when it takes
         // the slot off its remote queue (`remote.rs`).
         slot.owned.with_mut(|owned| unsafe {
-            (*owned).callback = Some(callback);
+            // A free slot holds no callback (`Shard::recycle` took it):
+            // written without dropping the old value.
+            debug_assert!((*owned).callback.is_none());
+            std::ptr::addr_of_mut!((*owned).callback).write(Some(callback));
             (*owned).deadline = deadline;
             (*owned).set_linked(armed.seq(), rounding);
             if queued {

@@ -40,6 +40,7 @@ use crossbeam_utils::CachePadded;
 
 use super::arena::Callback;
 use super::arena::{Arena, Owned, Slot};
+use super::callback;
 use super::links::SlotNodes;
 use super::remote::{read_proxy, Arm, Message, RemoteQueue, NIL, REVIVE_AFTER_BATCH};
 use super::state::{Word, ARMED, CANCELLED, FIRED, FREE, FRESH, HALTED, QUEUED, RUNNING};
@@ -1247,7 +1248,7 @@ impl Shard {
     /// slot is FREE, unlinked, and on no free list.
     unsafe fn recycle(&self, inner: &Inner, slot: &Slot, index: u32, gen: u32) {
         // SAFETY: the caller's contract: no allocator can reach the slot.
-        let callback = unsafe { owned(slot, |owned| owned.callback.take()) };
+        let callback = unsafe { owned(slot, |owned| callback::take_to_drop(&mut owned.callback)) };
         self.counters.freed.bump(1);
         // SAFETY: forwarded.
         unsafe { self.keep_free_slot(inner, slot, index) };
