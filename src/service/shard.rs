@@ -614,6 +614,20 @@ impl Shard {
     /// # Safety
     /// As for [`apply_entry`](Self::apply_entry).
     unsafe fn apply_one(&self, inner: &Inner, slot: &Slot, index: u32) {
+        let seen = slot.load(Ordering::Acquire);
+        if !seen.is(FRESH) && seen.is_reclaimable_but_queued() {
+            // A STOP or release that left the word to this owner alone: no
+            // handle holds it (a transition needs `HANDLE`, or `RUNNING` for
+            // the timer's own callback), it is neither armed nor running,
+            // and the only other writer of a queued word without a handle
+            // is a thread reviving its own START, whose word is `FRESH`. So
+            // `settle` frees it with one plain store, which clears `QUEUED`
+            // too: a remote STOP costs its owner no locked instruction
+            // (`examples/owner_ops.rs cross-stop`).
+            // SAFETY: forwarded.
+            unsafe { self.settle(inner, slot, index, seen.without(QUEUED)) };
+            return;
+        }
         let old = Word(slot.state.fetch_and(!(QUEUED | FRESH), Ordering::AcqRel));
         let word = old.without(QUEUED).without(FRESH);
         if word.arm() == FREE {
