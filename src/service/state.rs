@@ -30,7 +30,10 @@
 //!     disarms an `ARMED` word (or releases one the owner must free) also
 //!     sets `QUEUED` in the same CAS (if it was clear) and then puts the
 //!     slot on the shard's remote queue (`remote.rs`); only the owner clears
-//!     `QUEUED` (and `FRESH`), when it takes the slot off that queue.
+//!     `QUEUED` (and `FRESH`), when it takes the slot off that queue: with
+//!     a `fetch_and`, or, for a word no other thread can change any more
+//!     (reclaimable but for `QUEUED`, not `FRESH`), with the plain store
+//!     that frees it (`Shard::apply_one`).
 //! * A thread that owns no shard publishes a START as `ARMED | HANDLE |
 //!   QUEUED | FRESH` and pushes the slot; and may take back a slot of its
 //!   own START that is still `CANCELLED | QUEUED | FRESH` with no handle, by
