@@ -48,8 +48,8 @@
 //! | offset | size | field | |
 //! |---|---|---|---|
 //! | 0  | 8  | `state` | the state word (see [`state`](super::state)) |
-//! | 8  | 16 | `owned.callback` buffer | the closure (and a periodic timer's period) when it fits, else the pointer to its box |
-//! | 24 | 8  | `owned.callback` vtable | see `callback.rs` |
+//! | 8  | 8  | `owned.callback` vtable | see `callback.rs` |
+//! | 16 | 16 | `owned.callback` buffer | the closure (and a periodic timer's period) when it fits, else the pointer to its box |
 //! | 32 | 8  | `owned.deadline` | the deadline tick of the current arming |
 //! | 40 | 4  | `owned.prev` | the wheel's backward link |
 //! | 44 | 4  | `owned.linked` | the arming the wheel entry stands for (or, for a START another thread queued, the arming to link), and its rounding |

@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //!
-//! A [`Callback`] is a buffer of [`INLINE`] bytes aligned to 8 and a vtable
-//! pointer: 24 bytes, and `Option<Callback>` too (a vtable pointer is
+//! A [`Callback`] is a vtable pointer and a buffer of [`INLINE`] bytes
+//! aligned to 8: 24 bytes, and `Option<Callback>` too (a vtable pointer is
 //! never null). A value of at most `INLINE` bytes whose alignment is at most
 //! 8 lives in the buffer itself, so arming it allocates nothing. That covers
 //! the usual closure, which refers to its connection or request through a
@@ -76,18 +76,12 @@ impl Buffer {
     }
 }
 
-/// The callback stored in a slot: the value (or its box) and a vtable.
-/// `repr(C)`, the buffer first, as the slot layout in `arena.rs` shows: a
-/// START writes the vtable with one 8-byte store and, for a closure that
-/// captures nothing, nothing into the buffer, and the callback's move into
-/// its slot then reads the vtable back with one 8-byte load. With the
-/// vtable first the move's 16-byte load straddled that store and waited for
-/// it to leave the store buffer (no store forwarding): about a tenth of an
-/// owner's START + cancel (`examples/owner_ops.rs start-cancel` under `perf`).
+/// The callback stored in a slot: a vtable and the value (or its box).
+/// `repr(C)`: the vtable first, as the slot layout in `arena.rs` shows.
 #[repr(C)]
 pub(crate) struct Callback {
-    buffer: Buffer,
     vtable: &'static VTable,
+    buffer: Buffer,
 }
 
 // SAFETY: the value in the buffer (or behind the pointer in it) is a
@@ -217,6 +211,34 @@ impl Callback {
         }
     }
 
+    /// Moves the callback into `cell`, which holds none, eight bytes at a
+    /// time.
+    ///
+    /// The START that made the callback stored its value and vtable a word
+    /// (or less) at a time a moment ago, and those stores may still wait in
+    /// the store buffer. The compiler's own move reads 16 bytes at once,
+    /// which a load of bytes from two pending stores cannot take from the
+    /// buffer (no store forwarding): it waits for them to reach the cache,
+    /// about a tenth of an owner's START + cancel (`examples/owner_ops.rs
+    /// start-cancel` and `sleep-poll-drop` under `perf`). One volatile
+    /// load per word (the compiler may not merge them) matches each store.
+    #[inline(always)]
+    pub(crate) fn move_into(self, cell: &mut Option<Callback>) {
+        debug_assert!(cell.is_none());
+        let value = std::mem::ManuallyDrop::new(self);
+        let from = (&*value as *const Callback).cast::<MaybeUninit<u64>>();
+        let to = (cell as *mut Option<Callback>).cast::<MaybeUninit<u64>>();
+        for word in 0..WORDS {
+            // SAFETY: both are `WORDS` words long and aligned to 8 (the
+            // assertions below), `Some(callback)` has the callback's bytes
+            // (the vtable is the niche that tells `None`), and the bytes
+            // are copied as they are, uninitialised ones and a pointer's
+            // provenance included (`MaybeUninit`). The value now lives in
+            // `cell` alone: `value` is never dropped.
+            unsafe { to.add(word).write(from.add(word).read_volatile()) };
+        }
+    }
+
     /// Runs the user's closure.
     pub(crate) fn fire(&mut self, expiry: &mut Expiry<'_>) {
         // SAFETY: the vtable belongs to the buffer's content (safety
@@ -243,6 +265,13 @@ impl Callback {
         self.vtable.inline
     }
 }
+
+/// Words in a callback ([`Callback::move_into`]).
+const WORDS: usize = size_of::<Callback>() / 8;
+const _: () = assert!(size_of::<Callback>() == WORDS * 8 && align_of::<Callback>() == 8);
+// `None` is the vtable's null: an `Option<Callback>` is a `Callback`'s
+// bytes, so `move_into` may write one as the other.
+const _: () = assert!(size_of::<Option<Callback>>() == size_of::<Callback>());
 
 /// Ends the callback kept in `cell`, leaving `None`: one whose captures
 /// need no drop ends right here (no user code runs); one that needs a drop

@@ -851,8 +851,7 @@ impl Inner {
         slot.owned.with_mut(|owned| unsafe {
             // A free slot holds no callback (`Shard::recycle` took it):
             // written without dropping the old value.
-            debug_assert!((*owned).callback.is_none());
-            std::ptr::addr_of_mut!((*owned).callback).write(Some(callback));
+            callback.move_into(&mut (*owned).callback);
             (*owned).deadline = deadline;
             (*owned).set_linked(armed.seq(), rounding);
             if queued {
