@@ -561,8 +561,12 @@ impl Inner {
     /// [`plan`](Self::plan) for `TimerSpec::after(delay)`: the same checks
     /// and arithmetic, without building and matching a spec (the owner's
     /// START + cancel, `examples/owner_ops.rs` under cachegrind: 729 -> 674
-    /// instructions).
-    #[inline]
+    /// instructions). Always inlined: returned through memory, the
+    /// `Arming` was stored a field at a time and read back 16 bytes at a
+    /// time, which waited for the stores to leave the store buffer (a
+    /// fifth of the START side of `examples/owner_ops.rs cross-stop` under
+    /// `perf`).
+    #[inline(always)]
     fn plan_after(&self, delay: Duration) -> Result<Arming, TimerError> {
         if self.is_shut_down() {
             return Err(TimerError::Shutdown);
