@@ -357,7 +357,20 @@ impl RemoteQueue {
     /// after the reset belongs to an entry pushed after the take (or is
     /// spare: one more poll). loom:
     /// `sleeping_owner_sleeps_past_a_later_start_not_an_earlier_one`.
+    ///
+    /// A need already at or before `tick` is not recorded again (the
+    /// locked RMW it saves was a third of a remote STOP's push past the
+    /// reclaim bound, `examples/owner_ops.rs cross-stop` under `perf`). That
+    /// load reads the last record before it in the SeqCst order: if that is
+    /// older than the owner's next reset, this push came before the take
+    /// that follows the reset, which takes the entry in; if it is newer, the
+    /// owner sees it (or a later reset, whose take again follows this push)
+    /// before it sleeps. Skipping a record because some need is recorded,
+    /// however late, loses the wakeup: the loom model above fails then.
     pub(crate) fn needs_owner_by(&self, tick: u64) {
+        if self.line.need.load(Ordering::SeqCst) <= tick {
+            return;
+        }
         self.line.need.fetch_min(tick, Ordering::SeqCst);
         crate::sync::handshake_fence();
     }
