@@ -59,7 +59,7 @@
 //! | `state.rs` | the state word and its transitions |
 //! | `arena.rs` | the slots and how an index finds one |
 //! | `remote.rs` | a shard's remote queue |
-//! | `shard.rs` | the owner's side: take in, link, fire, settle, free |
+//! | `shard.rs`, `shard/` | the owner's side: its claim and sleep, take in, link, fire, settle, free |
 //! | `timer.rs`, `handles.rs` | the handle and how handles keep the service alive |
 //! | `clock.rs`, `tsc.rs` | the service clock and the deadline clock |
 //! | `driver.rs` | who runs a shard: a claimed `ShardGuard` or a driver thread |

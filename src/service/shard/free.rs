@@ -1,0 +1,180 @@
+//! The owner's free slots: freed slots rest before reuse (`ROTATION`), so
+//! a stale id's slot passes through many incarnations before its name comes
+//! back; past `LOCAL_FREE_MAX` they go back to the arena in chunks, and an
+//! owner whose own run out takes a chunk back or a fresh group of slots.
+
+use super::*;
+
+/// A free slot kept by its shard's owner: its index, and its address, so
+/// that the START that takes it needs no arena lookup (an owner's START +
+/// cancel: 644 -> 631 instructions, `examples/owner_ops.rs` under callgrind).
+#[derive(Clone, Copy)]
+pub(super) struct FreeSlot {
+    index: u32,
+    slot: std::ptr::NonNull<Slot>,
+}
+
+// SAFETY: the address of a slot of the service's arena, which lives as long
+// as the service; only the owner that holds the shard's claim reads it.
+unsafe impl Send for FreeSlot {}
+
+/// The fresh slots [`Arena::alloc_line`] hands an owner beyond the one it
+/// returns, resolved to addresses as they join the owner's free slots.
+struct Spares<'a> {
+    arena: &'a Arena,
+    free: &'a mut VecDeque<FreeSlot>,
+}
+
+impl Extend<u32> for Spares<'_> {
+    fn extend<I: IntoIterator<Item = u32>>(&mut self, indices: I) {
+        for index in indices {
+            // SAFETY: `alloc_line` installed the segments of the slots it
+            // hands out before handing them out.
+            let slot = unsafe { self.arena.get_allocated(index) };
+            self.free.push_back(FreeSlot {
+                index,
+                slot: std::ptr::NonNull::from(slot),
+            });
+        }
+    }
+}
+
+/// How many freed slots an owner keeps before handing them back to the
+/// service (bounds what idle shards hold on to).
+const LOCAL_FREE_MAX: usize = 1024;
+
+/// How many freed slots an owner hands back at once, as one chunk
+/// (`Arena::push_chunk`), when it holds more than `LOCAL_FREE_MAX`; and so
+/// the most it takes back at once when its own run out.
+#[cfg(not(any(loom, shuttle)))]
+const SPILL: usize = 256;
+
+/// Under loom and shuttle, chunks of two, so that models reach them.
+#[cfg(any(loom, shuttle))]
+const SPILL: usize = 2;
+
+/// Freed slots an owner keeps resting before it reuses one.
+///
+/// A slot's generation counts its incarnations and wraps after
+/// `1 << GEN_BITS` of them (`state::next_gen`): a slot is never retired, so
+/// churn, however concentrated, leaves memory flat (CONTRACT 13). What keeps
+/// a stale id stale is that its slot must pass through that many
+/// incarnations before its name comes back. Reusing the most recently freed
+/// slot would put all of a START + STOP loop on one slot (at 11 M pairs a
+/// second, a lap of 2^28 in 24 s); taking the slot that has rested longest,
+/// and never one of the last `ROTATION` freed, spreads such a loop over at
+/// least `ROTATION` slots, so a lap takes `ROTATION` times as long (about
+/// 25 minutes at that rate). The cost is up to `ROTATION` free slots per
+/// shard (`tests/generations.rs`).
+#[cfg(not(any(loom, shuttle)))]
+const ROTATION: usize = 64;
+
+/// Under loom and shuttle a freed slot is reused at once, so that models of
+/// a stale id racing the reuse of its slot (`reclamation_vs_stale_reader`)
+/// reach the reuse.
+#[cfg(any(loom, shuttle))]
+const ROTATION: usize = 0;
+
+impl Shard {
+    /// A slot this owner freed earlier, for a start on this shard.
+    ///
+    /// # Safety
+    /// The caller must own the shard and hold no reference into its core
+    /// (true in user code: callbacks, or an embedded owner between polls).
+    pub(crate) unsafe fn take_local_slot(&self) -> Option<(u32, &Slot)> {
+        // SAFETY: forwarded.
+        let free = unsafe {
+            self.core(|core| {
+                if core.free_slots.len() > ROTATION {
+                    core.free_slots.pop_front()
+                } else {
+                    None
+                }
+            })
+        }?;
+        // SAFETY: a slot of the service's arena (`FreeSlot`), which
+        // outlives `self`.
+        Some((free.index, unsafe { free.slot.as_ref() }))
+    }
+
+    /// A slot for the owner's START when its own free slots ran out: see
+    /// [`Arena::alloc_line`] (the rest of a fresh group joins the owner's
+    /// free slots).
+    ///
+    /// # Safety
+    /// As for [`take_local_slot`](Self::take_local_slot).
+    pub(crate) unsafe fn alloc_line(&self, arena: &Arena) -> u32 {
+        // SAFETY: forwarded.
+        unsafe {
+            self.core(|core| {
+                if core.borrowed == NIL {
+                    core.borrowed = arena.pop_chunk();
+                }
+                if core.borrowed != NIL {
+                    let index = core.borrowed;
+                    core.borrowed = arena.next_in_chunk(index);
+                    // A chunk's slots rested in other caches; each link is
+                    // known only once the slot before it is read. Start
+                    // loading the next one now, for the next START.
+                    if let Some(next) = arena.get(core.borrowed) {
+                        crate::wheel::prefetch(next);
+                    }
+                    return index;
+                }
+                arena.alloc_line(&mut Spares {
+                    arena,
+                    free: &mut core.free_slots,
+                })
+            })
+        }
+    }
+
+    /// A slot this owner has just set `FREE` (incarnation `gen` ended) and
+    /// taken out of the wheel: counts it, puts it on this owner's free
+    /// slots and drops its callback.
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core; the
+    /// slot is FREE, unlinked, and on no free list.
+    pub(super) unsafe fn recycle(&self, inner: &Inner, slot: &Slot, index: u32, gen: u32) {
+        // SAFETY: the caller's contract: no allocator can reach the slot.
+        let callback = unsafe { owned(slot, |owned| callback::take_to_drop(&mut owned.callback)) };
+        self.counters.freed.bump(1);
+        // SAFETY: forwarded.
+        unsafe { self.keep_free_slot(inner, slot, index) };
+        // User code (the callback's captures) is dropped last, once the slot
+        // is consistent: it may start, stop or drop other timers, or panic.
+        let shard = usize::from(slot.shard.load(Ordering::Relaxed));
+        drop_callback(inner, callback, TimerId::new(index, gen, inner.tag), shard);
+    }
+
+    /// Puts a FREE slot on this owner's free slots: it joins the back of
+    /// the rotation; past `LOCAL_FREE_MAX`, the `SPILL` that have rested
+    /// longest go back to the service as one chunk (see `ROTATION`,
+    /// `Arena::push_chunk`).
+    ///
+    /// # Safety
+    /// The caller owns the shard and holds no reference into its core; the
+    /// slot is FREE, unlinked, holds no callback, and is on no free list.
+    pub(super) unsafe fn keep_free_slot(&self, inner: &Inner, slot: &Slot, index: u32) {
+        // SAFETY: the caller owns the shard; no core reference is live.
+        unsafe {
+            self.core(|core| {
+                core.free_slots.push_back(FreeSlot {
+                    index,
+                    slot: std::ptr::NonNull::from(slot),
+                });
+                if core.free_slots.len() > LOCAL_FREE_MAX + SPILL {
+                    let mut first = NIL;
+                    for _ in 0..SPILL {
+                        if let Some(rested) = core.free_slots.pop_front() {
+                            inner.arena.link_in_chunk(rested.index, first);
+                            first = rested.index;
+                        }
+                    }
+                    inner.arena.push_chunk(first);
+                }
+            })
+        };
+    }
+}
