@@ -303,6 +303,64 @@ fn item20_a_stalled_owner_holds_one_slot_per_canceller() {
     assert_eq!(stats.freed as usize, 2 * PAIRS, "every timer accounted for");
 }
 
+/// A START that reuses the slot of this thread's own cancelled START (still
+/// queued for an owner that has not polled) ends the old timer's captures
+/// there, once each; the last one goes when the owner takes the slot in.
+/// Nothing fires, and every capture is dropped exactly once.
+#[test]
+fn a_reused_slot_drops_each_old_capture_once() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    const PAIRS: usize = 1_000;
+    let clock = ManualClock::new();
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(MS)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock))
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let fired = Arc::new(AtomicUsize::new(0));
+    let remote = service.clone();
+    let (d, f) = (dropped.clone(), fired.clone());
+    std::thread::spawn(move || {
+        for _ in 0..PAIRS {
+            let capture = Counted(d.clone());
+            let fired = f.clone();
+            let timer = remote
+                .start(HOUR, move |_| {
+                    let _keep = &capture;
+                    fired.fetch_add(1, SeqCst);
+                })
+                .unwrap();
+            assert_eq!(timer.cancel(), Stop::Cancelled);
+        }
+    })
+    .join()
+    .unwrap();
+    // The owner has not polled: what is not dropped yet is what its queue
+    // still holds, one slot per canceller (and what the arena hands out at
+    // a time), so the reuses dropped the rest.
+    let before = dropped.load(SeqCst);
+    assert!(
+        before >= PAIRS - 64,
+        "only {before} of {PAIRS} captures dropped before the owner polled: slots not reused"
+    );
+    guard.poll().unwrap();
+    assert_eq!(
+        dropped.load(SeqCst),
+        PAIRS,
+        "every capture dropped exactly once"
+    );
+    assert_eq!(fired.load(SeqCst), 0, "a cancelled timer never fires");
+}
+
 /// CONTRACT 20 with CONTRACT 7: a RESTART from another thread travels to
 /// the owner in a slot of its own (a proxy), so restarts against an owner
 /// that does not poll are what the remote queue's bound holds back: past

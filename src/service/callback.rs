@@ -50,7 +50,7 @@
 //! `arena.rs`), and that thread moves it out before it runs it.
 
 use std::cell::UnsafeCell;
-use std::mem::{align_of, size_of, MaybeUninit};
+use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
 use super::Expiry;
 
@@ -211,8 +211,8 @@ impl Callback {
         }
     }
 
-    /// Moves the callback into `cell`, which holds none, eight bytes at a
-    /// time.
+    /// Moves the callback in `from` into `cell`, which holds none, eight
+    /// bytes at a time.
     ///
     /// The START that made the callback stored its value and vtable a word
     /// (or less) at a time a moment ago, and those stores may still wait in
@@ -221,12 +221,49 @@ impl Callback {
     /// buffer (no store forwarding): it waits for them to reach the cache,
     /// about a tenth of an owner's START + cancel (`examples/owner_ops.rs
     /// start-cancel` and `sleep-poll-drop` under `perf`). One volatile
-    /// load per word (the compiler may not merge them) matches each store.
+    /// load per word (the compiler may not merge them) matches each store;
+    /// the callback travels from its START to here by reference, so this is
+    /// its only move.
+    ///
+    /// # Safety
+    /// `from` holds a live callback, which the caller neither uses nor
+    /// drops after this: it lives in `cell` alone from here on.
     #[inline(always)]
-    pub(crate) fn move_into(self, cell: &mut Option<Callback>) {
+    pub(crate) unsafe fn move_into(from: &mut ManuallyDrop<Callback>, cell: &mut Option<Callback>) {
         debug_assert!(cell.is_none());
-        let value = std::mem::ManuallyDrop::new(self);
-        let from = (&*value as *const Callback).cast::<MaybeUninit<u64>>();
+        // SAFETY: forwarded.
+        unsafe { Self::copy_words(from, cell) }
+    }
+
+    /// [`move_into`](Self::move_into) for a `cell` that may hold a
+    /// callback: hands that one back if it needs a drop; one that needs
+    /// none ends here (no code runs) and is overwritten, not moved out.
+    ///
+    /// # Safety
+    /// As for [`move_into`](Self::move_into).
+    #[inline(always)]
+    pub(crate) unsafe fn replace_into(
+        from: &mut ManuallyDrop<Callback>,
+        cell: &mut Option<Callback>,
+    ) -> Option<Callback> {
+        let previous = match cell {
+            // SAFETY: read out once, and the cell is overwritten below
+            // before anything reads it again.
+            Some(callback) if callback.needs_drop() => Some(unsafe { std::ptr::read(callback) }),
+            _ => None,
+        };
+        // SAFETY: forwarded; what the cell held is in `previous` or needs
+        // no drop.
+        unsafe { Self::copy_words(from, cell) };
+        previous
+    }
+
+    /// # Safety
+    /// As for [`move_into`](Self::move_into), but `cell`'s old content is
+    /// overwritten without a drop.
+    #[inline(always)]
+    unsafe fn copy_words(from: &mut ManuallyDrop<Callback>, cell: &mut Option<Callback>) {
+        let from = (&**from as *const Callback).cast::<MaybeUninit<u64>>();
         let to = (cell as *mut Option<Callback>).cast::<MaybeUninit<u64>>();
         for word in 0..WORDS {
             // SAFETY: both are `WORDS` words long and aligned to 8 (the
@@ -234,7 +271,7 @@ impl Callback {
             // (the vtable is the niche that tells `None`), and the bytes
             // are copied as they are, uninitialised ones and a pointer's
             // provenance included (`MaybeUninit`). The value now lives in
-            // `cell` alone: `value` is never dropped.
+            // `cell` alone (the caller's contract).
             unsafe { to.add(word).write(from.add(word).read_volatile()) };
         }
     }

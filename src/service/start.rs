@@ -19,6 +19,8 @@
 //! Which shard: the caller's own if it owns one, else one fixed per thread
 //! (`choose_shard`).
 
+use std::mem::ManuallyDrop;
+
 use super::*;
 
 /// A START that passed its checks.
@@ -230,9 +232,15 @@ impl Inner {
     /// start-cancel`).
     #[inline(always)]
     pub(super) fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
+        // Handed on by reference and moved once, into its slot (see
+        // `Callback::move_into`).
+        let mut callback = ManuallyDrop::new(callback);
         let shard = arming.shard;
         if !self.owns(shard) {
-            return self.arm_remote(arming, callback);
+            // SAFETY: `arm_remote` consumes it; it is not used here again.
+            return unsafe {
+                self.arm_remote(shard, arming.deadline, arming.rounding, &mut callback)
+            };
         }
         // One bounds check for the whole START (with `self.shards[shard]`
         // at each use the compiler checked it three times).
@@ -242,7 +250,16 @@ impl Inner {
         unsafe { target.catch_up(self) };
         // SAFETY: this thread holds the shard's claim (`owns`).
         let (index, slot) = unsafe { self.alloc_owned_slot(target) };
-        let message = self.publish(index, slot, arming, callback, false);
+        // SAFETY: `publish` consumes the callback; it is not used again.
+        let message = unsafe {
+            self.publish(
+                index,
+                slot,
+                (shard, arming.deadline, arming.rounding),
+                &mut callback,
+                false,
+            )
+        };
         // SAFETY: this thread holds the shard's claim (`owns`). The slot
         // was just published by this thread and no other thread has its
         // id yet, so its word is the one `publish` stored: it is linked
@@ -263,18 +280,35 @@ impl Inner {
     /// on cancel, cost about 1,100 instructions per START + cancel pair,
     /// against about 600 for a queued START that the next START revives
     /// (`examples/owner_ops.rs remote-start-cancel` under callgrind).
+    ///
+    /// The callback comes by reference and is moved once, into the slot:
+    /// taken by value, it was copied into `revive`'s frame 16 bytes at a
+    /// time right after the START stored it 8 bytes at a time, and waited
+    /// for those stores (no store forwarding; a tenth of `owner_ops
+    /// remote-start-cancel` under `perf`).
+    ///
+    /// # Safety
+    /// Consumes `*callback`: the caller neither uses nor drops it after.
     #[inline(never)]
-    fn arm_remote(&self, arming: Arming, callback: arena::Callback) -> TimerId {
-        let shard = arming.shard;
+    unsafe fn arm_remote(
+        &self,
+        shard: usize,
+        deadline: u64,
+        rounding: u8,
+        callback: &mut ManuallyDrop<arena::Callback>,
+    ) -> TimerId {
         self.shards[shard].note_activity();
-        let callback = match self.revive(&arming, callback) {
-            Ok(id) => return id,
-            Err(callback) => callback,
-        };
+        // SAFETY: forwarded: `revive` consumes the callback when it returns
+        // an id, and leaves it alone otherwise.
+        if let Some(id) = unsafe { self.revive(shard, deadline, rounding, callback) } {
+            return id;
+        }
         let index = self.arena.alloc();
         // SAFETY: `alloc` handed it out just now.
         let slot = unsafe { self.slot(index) };
-        let message = self.publish(index, slot, arming, callback, true);
+        // SAFETY: forwarded; not used after.
+        let message =
+            unsafe { self.publish(index, slot, (shard, deadline, rounding), callback, true) };
         self.queue(shard, message, true);
         TimerId::new(message.index, message.gen, self.tag)
     }
@@ -286,7 +320,11 @@ impl Inner {
     /// push, and a START + cancel loop against an owner that does not poll
     /// holds one slot instead of one per START (CONTRACT 20;
     /// `tests/service_wake.rs::item20_a_stalled_owner_holds_one_slot_per_canceller`).
-    /// Returns the callback when it cannot.
+    /// Returns `None`, having left the callback alone, when it cannot.
+    ///
+    /// # Safety
+    /// When it returns an id it has consumed `*callback`: the caller
+    /// neither uses nor drops it after.
     ///
     /// Who owns what: the slot's word `CANCELLED | QUEUED | FRESH` (no
     /// handle) says nobody but the owner may touch it, and the owner only
@@ -304,29 +342,28 @@ impl Inner {
     /// happened before this START was pushed by then), and the owner links
     /// it right after that entry, not at its own place
     /// (`Shard::link_deferred`).
-    fn revive(
+    unsafe fn revive(
         &self,
-        arming: &Arming,
-        callback: arena::Callback,
-    ) -> Result<TimerId, arena::Callback> {
+        shard: usize,
+        deadline: u64,
+        rounding: u8,
+        callback: &mut ManuallyDrop<arena::Callback>,
+    ) -> Option<TimerId> {
         let (service, index, word) = REVIVABLE.with(|r| r.get());
         if service != self.address() {
-            return Err(callback);
+            return None;
         }
         REVIVABLE.with(|r| r.set((0, 0, 0)));
-        let shard = arming.shard;
-        let Some(slot) = self.arena.get(index) else {
-            return Err(callback);
-        };
+        let slot = self.arena.get(index)?;
         if usize::from(slot.shard.load(Ordering::Relaxed)) != shard {
-            return Err(callback);
+            return None;
         }
         let old = Word(word);
         let reserved = Word::free(state::next_gen(old.gen()))
             .with(QUEUED)
             .with(FRESH);
         if slot.cas(old, reserved).is_err() {
-            return Err(callback);
+            return None;
         }
         let armed = reserved.with_arm(ARMED).with(HANDLE);
         // What happened before this START was pushed by now (SeqCst: the
@@ -335,12 +372,14 @@ impl Inner {
             remote::NIL => remote::REVIVE_AFTER_BATCH,
             newest => newest,
         };
-        // SAFETY: the CAS above made the slot this thread's (see above).
+        // SAFETY: the CAS above made the slot this thread's (see above);
+        // the callback is consumed here, as the caller's contract allows.
         let previous = slot.owned.with_mut(|owned| unsafe {
-            (*owned).deadline = arming.deadline;
-            (*owned).set_linked(armed.seq(), arming.rounding);
+            (*owned).deadline = deadline;
+            (*owned).set_linked(armed.seq(), rounding);
             (*owned).prev = after;
-            (*owned).callback.replace(callback)
+            // The old callback moves out only if it needs a drop.
+            arena::Callback::replace_into(callback, &mut (*owned).callback)
         });
         if slot.cas(reserved, armed).is_err() {
             // The owner took the slot off meanwhile (and left it alone):
@@ -350,9 +389,9 @@ impl Inner {
             slot.owned
                 .with_mut(|owned| unsafe { (*owned).prev = remote::NIL });
             slot.state.store(armed.0, Ordering::Release);
-            let message = Message::armed(index, armed, arming.rounding, arming.deadline);
+            let message = Message::armed(index, armed, rounding, deadline);
             self.queue(shard, message, true);
-        } else if self.shards[shard].queued_for(arming.deadline) {
+        } else if self.shards[shard].queued_for(deadline) {
             self.wake(shard);
         }
         self.shards[shard]
@@ -367,29 +406,27 @@ impl Inner {
             TimerId::new(index, old.gen(), self.tag),
             shard,
         );
-        Ok(TimerId::new(index, armed.gen(), self.tag))
+        Some(TimerId::new(index, armed.gen(), self.tag))
     }
 
     /// Fills free slot `index` (`slot`; just taken from a free list or
-    /// fresh, so this thread's alone) for `arming` and publishes it armed,
+    /// fresh, so this thread's alone) for a START on `shard` due at tick
+    /// `deadline` (`rounding`: see [`remote::Arm::rounding`]) and publishes it armed,
     /// and `QUEUED` if `queued` (the caller then pushes it on the shard's
     /// remote queue); returns the message that links it (an owner links it
     /// at once).
+    ///
+    /// # Safety
+    /// Consumes `*callback`: the caller neither uses nor drops it after.
     #[inline]
-    fn publish(
+    unsafe fn publish(
         &self,
         index: u32,
         slot: &Slot,
-        arming: Arming,
-        callback: arena::Callback,
+        (shard, deadline, rounding): (usize, u64, u8),
+        callback: &mut ManuallyDrop<arena::Callback>,
         queued: bool,
     ) -> Message {
-        let Arming {
-            shard,
-            deadline,
-            rounding,
-            ..
-        } = arming;
         let free = slot.load(Ordering::Acquire);
         debug_assert_eq!(free.arm(), state::FREE);
         let armed = free.with_arm(ARMED).with(HANDLE);
@@ -400,9 +437,8 @@ impl Inner {
         // arming recorded in `linked` is what the owner links when it takes
         // the slot off its remote queue (`remote.rs`).
         slot.owned.with_mut(|owned| unsafe {
-            // A free slot holds no callback (`Shard::recycle` took it):
-            // written without dropping the old value.
-            callback.move_into(&mut (*owned).callback);
+            // A free slot holds no callback (`Shard::recycle` took it).
+            arena::Callback::move_into(callback, &mut (*owned).callback);
             (*owned).deadline = deadline;
             (*owned).set_linked(armed.seq(), rounding);
             if queued {
