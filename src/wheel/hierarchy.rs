@@ -1283,18 +1283,11 @@ fn bucket_last(start: u64, level: usize) -> u64 {
     start | ((1u64 << (SLOT_BITS as usize * level)) - 1)
 }
 
-/// Writes entry `index` (whose node was `node`) back as in no bucket.
-#[inline]
+/// Writes entry `index` (whose node was `node`) back as in no bucket (see
+/// [`Nodes::mark_unlinked`]).
+#[inline(always)]
 fn mark_unlinked<N: Nodes>(nodes: &mut N, index: N::Id, node: Node<N::Id>) {
-    nodes.set_node(
-        index,
-        Node {
-            bucket: UNLINKED,
-            prev: N::Id::NIL,
-            next: N::Id::NIL,
-            ..node
-        },
-    );
+    nodes.mark_unlinked(index, node);
 }
 
 #[inline]
