@@ -492,7 +492,7 @@ impl<T: Copy> EmbeddedWheel<T> {
 
     /// [`schedule_from_now`](Self::schedule_from_now) of an entry not
     /// armed here.
-    #[inline]
+    #[inline(always)]
     fn arm(&mut self, entry: Pin<&TimerEntry<T>>, deadline: u64) -> Result<(), TimerError> {
         let entry = entry.get_ref();
         let link = &entry.link;

@@ -325,7 +325,49 @@ impl<I: EntryId> Hierarchy<I> {
         } else {
             None
         };
-        self.place(nodes, index, deadline, seq);
+        if self.now ^ deadline <= SLOT_MASK {
+            self.append_level0(nodes, index, deadline, seq);
+        } else {
+            self.place(nodes, index, deadline, seq);
+        }
+    }
+
+    /// [`place`](Self::place) for a new arming (`seq`, the newest number,
+    /// with an ordered store) due in the current level-0 block: the level is
+    /// a constant here, where `place`, shared with every level, computed
+    /// the bucket's address from it (`benches/ratas_embedded.rs` arms one
+    /// such timer per fired timer). The newest arming goes last, so no
+    /// order check.
+    #[inline(always)]
+    fn append_level0<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        index: I,
+        deadline: u64,
+        seq: Option<u64>,
+    ) {
+        debug_assert!(deadline >= self.now && self.now ^ deadline <= SLOT_MASK);
+        let slot = (deadline & SLOT_MASK) as usize;
+        let level = &mut self.levels[0];
+        let tail = level.tail[slot];
+        let node = Node {
+            deadline,
+            prev: tail,
+            next: I::NIL,
+            bucket: slot as u16,
+        };
+        match seq {
+            Some(seq) => nodes.set_node_seq(index, node, seq),
+            None => nodes.set_node(index, node),
+        }
+        if tail == I::NIL {
+            level.head[slot] = index;
+            level.occupied.set(slot);
+        } else {
+            nodes.set_next(tail, index);
+        }
+        level.tail[slot] = index;
+        self.earliest.lower_to(deadline);
     }
 
     /// [`link`](Self::link) with an arming number chosen by the caller (the
