@@ -961,11 +961,14 @@ impl<I: EntryId> Hierarchy<I> {
         let index = level.head[slot];
         let node = nodes.node(index);
         debug_assert_eq!(node.deadline, self.now);
+        // In arming order: the pop that moved `now` here sorted it (see
+        // "Same-tick order"), so its unsorted bit needs no clearing when it
+        // empties (one word less to write per emptied bucket).
+        debug_assert!(!level.unsorted.test(slot));
         level.head[slot] = node.next;
         if node.next == I::NIL {
             level.tail[slot] = I::NIL;
             level.occupied.clear(slot);
-            level.unsorted.clear(slot);
             self.earliest.set(None);
         } else {
             nodes.set_prev(node.next, I::NIL);
@@ -1012,14 +1015,16 @@ impl<I: EntryId> Hierarchy<I> {
         Some(index)
     }
 
-    /// Marks bucket `slot` of `level` empty (its entries were taken out).
+    /// Marks bucket `slot` of `level` (above 0) empty (its entries were
+    /// taken out). Higher levels never set their unsorted bits (see
+    /// `place`), so there is none to clear.
     #[inline]
     fn empty_bucket(&mut self, level: usize, slot: usize) {
+        debug_assert!(level > 0 && !self.levels[level].unsorted.any());
         let bucket = &mut self.levels[level];
         bucket.head[slot] = I::NIL;
         bucket.tail[slot] = I::NIL;
         bucket.occupied.clear(slot);
-        bucket.unsorted.clear(slot);
     }
 
     /// [`pop_alone`](Self::pop_alone) for a bucket of two entries (`first`
