@@ -463,3 +463,27 @@ fn embedded_range_scheduling_keeps_a_deadline_in_a_saturated_window() {
     let _ = wheel.advance(u64::MAX, usize::MAX, |_, t| fired.push(t.value));
     assert_eq!(fired, [0, 1]);
 }
+
+/// As the keyed wheel's
+/// `tests::a_callback_polling_past_the_advance_target_leaves_what_is_due_now_to_the_advance`:
+/// what is due at the `now` a callback's poll reached fires in the advance.
+#[test]
+fn embedded_a_callback_polling_past_the_advance_target_leaves_what_is_due_now_to_the_advance() {
+    let entries = entries(3);
+    let mut wheel = EmbeddedWheel::new();
+    wheel.schedule(at(&entries, 0), 5).unwrap();
+    wheel.schedule(at(&entries, 1), 20).unwrap();
+    wheel.schedule(at(&entries, 2), 20).unwrap();
+    let mut fired = Vec::new();
+    let done = wheel.advance(10, usize::MAX, |wheel, timer| {
+        fired.push((wheel.now(), timer.value));
+        if timer.value == 0 {
+            let polled = wheel.poll(20).expect("entry 1 is due at 20");
+            fired.push((wheel.now(), polled.value));
+        }
+    });
+    assert_eq!(fired, [(5, 0), (20, 1), (20, 2)]);
+    assert!(done.complete);
+    assert_eq!(wheel.now(), 20);
+    assert!(wheel.is_empty());
+}

@@ -325,7 +325,49 @@ impl<I: EntryId> Hierarchy<I> {
         } else {
             None
         };
-        self.place(nodes, index, deadline, seq);
+        if self.now ^ deadline <= SLOT_MASK {
+            self.append_level0(nodes, index, deadline, seq);
+        } else {
+            self.place(nodes, index, deadline, seq);
+        }
+    }
+
+    /// [`place`](Self::place) for a new arming (`seq`, the newest number,
+    /// with an ordered store) due in the current level-0 block: the level is
+    /// a constant here, where `place`, shared with every level, computed
+    /// the bucket's address from it (`benches/ratas_embedded.rs` arms one
+    /// such timer per fired timer). The newest arming goes last, so no
+    /// order check.
+    #[inline(always)]
+    fn append_level0<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        index: I,
+        deadline: u64,
+        seq: Option<u64>,
+    ) {
+        debug_assert!(deadline >= self.now && self.now ^ deadline <= SLOT_MASK);
+        let slot = (deadline & SLOT_MASK) as usize;
+        let level = &mut self.levels[0];
+        let tail = level.tail[slot];
+        let node = Node {
+            deadline,
+            prev: tail,
+            next: I::NIL,
+            bucket: slot as u16,
+        };
+        match seq {
+            Some(seq) => nodes.set_node_seq(index, node, seq),
+            None => nodes.set_node(index, node),
+        }
+        if tail == I::NIL {
+            level.head[slot] = index;
+            level.occupied.set(slot);
+        } else {
+            nodes.set_next(tail, index);
+        }
+        level.tail[slot] = index;
+        self.earliest.lower_to(deadline);
     }
 
     /// [`link`](Self::link) with an arming number chosen by the caller (the
@@ -777,12 +819,24 @@ impl<I: EntryId> Hierarchy<I> {
     /// `target` (or keeps it, if `target` is earlier) and returns `None`.
     #[inline(always)]
     pub(crate) fn pop_due<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
+        let target = target.max(self.now);
+        self.pop_due_by(nodes, target)
+    }
+
+    /// [`pop_due`](Self::pop_due) for an advance's `target`, clamped to
+    /// `now` once when the advance began: its pops skip the clamp
+    /// (`benches/ratas_embedded.rs` pops once per fired timer and once more
+    /// per advance). `now` passes the target only when a callback polled
+    /// further; what is due then is what `pop_due` would pop (only what is
+    /// due at `now`), which costs a check only where nothing is due by the
+    /// target (once per advance).
+    #[inline(always)]
+    pub(crate) fn pop_due_by<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
         // The common cases inline: a timer due now, or the next one on
         // level 0 (a later level-0 bucket starts before any higher level's
         // next bucket, which lies beyond the current `SLOTS`-tick block). Both
         // are "the first occupied level-0 bucket at or after `now`", found
         // with one mask: no separate test for "due now".
-        let target = target.max(self.now);
         let Some(slot) = self.levels[0]
             .occupied
             .first_from((self.now & SLOT_MASK) as usize)
@@ -790,7 +844,12 @@ impl<I: EntryId> Hierarchy<I> {
             return self.pop_due_slow(nodes, target);
         };
         let start = (self.now & !SLOT_MASK) | slot as u64;
+        // `start == now` here only with `target < now` (see above): then
+        // the entries due now are due, as with the target clamped.
         if start > target {
+            if start == self.now {
+                return self.pop_due_past_target(nodes, slot);
+            }
             if target > self.now {
                 self.move_now(target);
             }
@@ -817,6 +876,17 @@ impl<I: EntryId> Hierarchy<I> {
         }
         let due_slot = slot;
         Some(self.pop_head_due(nodes, due_slot))
+    }
+
+    /// [`pop_due_by`](Self::pop_due_by) when a callback moved `now` past
+    /// the advance's target and level 0's bucket `slot` for `now` is
+    /// occupied: pops from it as for a target of `now`. Out of line: no
+    /// advance of the crate's own does this.
+    #[cold]
+    #[inline(never)]
+    fn pop_due_past_target<N: Nodes<Id = I>>(&mut self, nodes: &mut N, slot: usize) -> Option<I> {
+        debug_assert!(self.levels[0].is_occupied(slot));
+        self.pop_due(nodes, self.now)
     }
 
     /// When level 0 shows that nothing is due by `target` (its next bucket
@@ -891,11 +961,14 @@ impl<I: EntryId> Hierarchy<I> {
         let index = level.head[slot];
         let node = nodes.node(index);
         debug_assert_eq!(node.deadline, self.now);
+        // In arming order: the pop that moved `now` here sorted it (see
+        // "Same-tick order"), so its unsorted bit needs no clearing when it
+        // empties (one word less to write per emptied bucket).
+        debug_assert!(!level.unsorted.test(slot));
         level.head[slot] = node.next;
         if node.next == I::NIL {
             level.tail[slot] = I::NIL;
             level.occupied.clear(slot);
-            level.unsorted.clear(slot);
             self.earliest.set(None);
         } else {
             nodes.set_prev(node.next, I::NIL);
@@ -942,14 +1015,16 @@ impl<I: EntryId> Hierarchy<I> {
         Some(index)
     }
 
-    /// Marks bucket `slot` of `level` empty (its entries were taken out).
+    /// Marks bucket `slot` of `level` (above 0) empty (its entries were
+    /// taken out). Higher levels never set their unsorted bits (see
+    /// `place`), so there is none to clear.
     #[inline]
     fn empty_bucket(&mut self, level: usize, slot: usize) {
+        debug_assert!(level > 0 && !self.levels[level].unsorted.any());
         let bucket = &mut self.levels[level];
         bucket.head[slot] = I::NIL;
         bucket.tail[slot] = I::NIL;
         bucket.occupied.clear(slot);
-        bucket.unsorted.clear(slot);
     }
 
     /// [`pop_alone`](Self::pop_alone) for a bucket of two entries (`first`
@@ -1283,18 +1358,11 @@ fn bucket_last(start: u64, level: usize) -> u64 {
     start | ((1u64 << (SLOT_BITS as usize * level)) - 1)
 }
 
-/// Writes entry `index` (whose node was `node`) back as in no bucket.
-#[inline]
+/// Writes entry `index` (whose node was `node`) back as in no bucket (see
+/// [`Nodes::mark_unlinked`]).
+#[inline(always)]
 fn mark_unlinked<N: Nodes>(nodes: &mut N, index: N::Id, node: Node<N::Id>) {
-    nodes.set_node(
-        index,
-        Node {
-            bucket: UNLINKED,
-            prev: N::Id::NIL,
-            next: N::Id::NIL,
-            ..node
-        },
-    );
+    nodes.mark_unlinked(index, node);
 }
 
 #[inline]

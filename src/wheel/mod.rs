@@ -561,14 +561,18 @@ impl<T> Wheel<T> {
         // A poll of its own is a pass of its own: nothing armed before it
         // waits (an advance that a panicking callback left is over).
         self.hierarchy.end_pass();
+        let target = target.max(self.now());
         self.pop_numbered(target)
     }
 
     /// [`poll_numbered`](Self::poll_numbered) inside a pass (an advance):
     /// a timer armed during the pass for a tick it has reached waits.
+    /// `target` was clamped to `now()` by the caller, once per advance (the
+    /// hierarchy's `pop_due_by` says what happens when a callback's poll
+    /// moved `now` past it since).
     #[inline(always)]
     fn pop_numbered(&mut self, target: u64) -> Option<(Expired<T>, u64)> {
-        let index = self.hierarchy.pop_due(&mut self.slab, target)?;
+        let index = self.hierarchy.pop_due_by(&mut self.slab, target)?;
         // Unchecked: `pop_due` returns an index the wheel holds.
         let seq = Nodes::seq(&self.slab, index);
         // `pop_due` leaves `now` at the popped timer's deadline.
@@ -617,16 +621,18 @@ impl<T> Wheel<T> {
         T: Clone,
     {
         self.hierarchy.end_pass();
+        let target = target.max(self.now());
         self.pop_keep(target)
     }
 
-    /// [`poll_keep`](Self::poll_keep) inside a pass (an advance).
+    /// [`poll_keep`](Self::poll_keep) inside a pass (an advance), for a
+    /// `target` clamped once (see [`pop_numbered`](Self::pop_numbered)).
     #[inline(always)]
     pub(crate) fn pop_keep(&mut self, target: u64) -> Option<Expired<T>>
     where
         T: Clone,
     {
-        let index = self.hierarchy.pop_due(&mut self.slab, target)?;
+        let index = self.hierarchy.pop_due_by(&mut self.slab, target)?;
         self.held += 1;
         let deadline = self.now();
         let (key, value) = self.slab.key_and_clone(index);
@@ -659,7 +665,8 @@ impl<T> Wheel<T> {
         self.advance_with(target, max, Self::pop, on_expired)
     }
 
-    /// [`poll`](Self::poll) inside a pass (an advance).
+    /// [`poll`](Self::poll) inside a pass (an advance), for a `target`
+    /// clamped once (see [`pop_numbered`](Self::pop_numbered)).
     #[inline(always)]
     pub(crate) fn pop(&mut self, target: u64) -> Option<Expired<T>> {
         self.pop_numbered(target).map(|(timer, _)| timer)

@@ -84,6 +84,25 @@ pub(crate) trait Nodes {
         self.set_seq(index, seq);
     }
 
+    /// Writes entry `index`, whose node was `node`, back as in no bucket:
+    /// its `bucket` becomes [`UNLINKED`], and by default its links
+    /// [`EntryId::NIL`]. A store that tells armed entries from others by a
+    /// mark of its own (the embedded wheel's entries know their wheel) may
+    /// leave the links and deadline as they were: nothing reads them until
+    /// the entry is linked again, which rewrites them.
+    #[inline(always)]
+    fn mark_unlinked(&mut self, index: Self::Id, node: Node<Self::Id>) {
+        self.set_node(
+            index,
+            Node {
+                bucket: UNLINKED,
+                prev: Self::Id::NIL,
+                next: Self::Id::NIL,
+                ..node
+            },
+        );
+    }
+
     /// The entry's arming sequence number (only used when `ORDERED`).
     fn seq(&self, _index: Self::Id) -> u64 {
         0

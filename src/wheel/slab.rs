@@ -416,6 +416,16 @@ impl<T> Nodes for Slab<T> {
         prefetch(self.linked(index));
     }
 
+    /// Only the bucket: an entry out of every bucket is read for its
+    /// bucket alone (held or freed; a freed one's `next` is the free list,
+    /// written by `remove`), and linking it again rewrites its links and
+    /// deadline (a fired timer's pop writes one field instead of three:
+    /// `examples/fill_expire.rs`).
+    #[inline]
+    fn mark_unlinked(&mut self, index: u32, _node: Node) {
+        self.linked_mut(index).bucket = UNLINKED;
+    }
+
     #[inline]
     fn set_deadline_seq(&mut self, index: u32, deadline: u64, seq: u64) {
         let entry = self.linked_mut(index);

@@ -1404,3 +1404,28 @@ fn next_deadline_finds_the_earliest_anywhere_in_a_high_bucket() {
         }
     }
 }
+
+/// A callback that polls past its advance's target moves `now` there; the
+/// advance then fires what is due at that `now` (as with its target
+/// clamped to `now`) and stops. Fails if the advance's pops compare with
+/// the target it began with and stop at once (C would wait for the next
+/// advance).
+#[test]
+fn a_callback_polling_past_the_advance_target_leaves_what_is_due_now_to_the_advance() {
+    let mut wheel = Wheel::new();
+    wheel.insert(5, 'a');
+    wheel.insert(20, 'b');
+    wheel.insert(20, 'c');
+    let mut fired = Vec::new();
+    let done = wheel.advance(10, usize::MAX, |wheel, timer| {
+        fired.push((wheel.now(), timer.value));
+        if timer.value == 'a' {
+            let polled = wheel.poll(20).expect("b is due at 20");
+            fired.push((wheel.now(), polled.value));
+        }
+    });
+    assert_eq!(fired, [(5, 'a'), (20, 'b'), (20, 'c')]);
+    assert!(done.complete);
+    assert_eq!(wheel.now(), 20);
+    assert!(wheel.is_empty());
+}
