@@ -17,6 +17,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# a / b as "1.23x"; "-" when either run was too short for the CPU clock
+# to see (user seconds read 0 at 5 pairs).
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN{ if (a + 0 == 0 || b + 0 == 0) print "-"; else printf "%.2fx", a/b }'
+}
+
 pairs=${RATAS_PAIRS:-"5 100 1000"}
 rounds=${RATAS_ROUNDS:-3}
 ratas=${RATAS_BENCH:-}
@@ -94,13 +100,13 @@ for p in $pairs; do
         e=$(median </tmp/tw_ratas_e); ce=$(median </tmp/tw_ratas_ce)
         if [ -n "$ratas" ]; then
             r=$(median </tmp/tw_ratas_r)
-            wr=$(awk -v a="$w" -v b="$r" 'BEGIN{printf "%.2fx", a/b}')
-            er=$(awk -v a="$e" -v b="$r" 'BEGIN{printf "%.2fx", a/b}')
+            wr=$(ratio "$w" "$r")
+            er=$(ratio "$e" "$r")
         else r="not found"; wr="-"; er="-"; fi
-        cw=$(awk -v a="$cc" -v b="$w" 'BEGIN{printf "%.2fx", a/b}')
-        cee=$(awk -v a="$ce" -v b="$e" 'BEGIN{printf "%.2fx", a/b}')
-        if [ -n "$lto_bench" ]; then l=$(median </tmp/tw_ratas_l); lw=$(awk -v a="$l" -v b="$w" 'BEGIN{printf "%.2fx", a/b}'); else l="not built"; lw="-"; fi
-        if [ -n "$entry_lto_bench" ]; then el=$(median </tmp/tw_ratas_el); elw=$(awk -v a="$el" -v b="$e" 'BEGIN{printf "%.2fx", a/b}'); else el="not built"; elw="-"; fi
+        cw=$(ratio "$cc" "$w")
+        cee=$(ratio "$ce" "$e")
+        if [ -n "$lto_bench" ]; then l=$(median </tmp/tw_ratas_l); lw=$(ratio "$l" "$w"); else l="not built"; lw="-"; fi
+        if [ -n "$entry_lto_bench" ]; then el=$(median </tmp/tw_ratas_el); elw=$(ratio "$el" "$e"); else el="not built"; elw="-"; fi
         echo "| $p | $range | $r | $w | $wr | $e | $er | $cc | $cw | $ce | $cee | $l | $lw | $el | $elw | $sums |"
     done
 done
