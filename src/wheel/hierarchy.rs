@@ -325,6 +325,23 @@ impl<I: EntryId> Hierarchy<I> {
         } else {
             None
         };
+        self.link_new(nodes, index, deadline, seq);
+    }
+
+    /// Files a new arming (`seq`: its number, the newest, for an ordered
+    /// store): level 0's current block first (short timers: Ratas' workload
+    /// arms one per fired timer, `benches/ratas*.rs`), else wherever
+    /// `place` finds. A cascade goes to `place` directly: most of its
+    /// entries go to a higher level, and this check in the cascade loop cost
+    /// more than it saved (`benches/sim.rs` hold model under callgrind).
+    #[inline(always)]
+    fn link_new<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        index: I,
+        deadline: u64,
+        seq: Option<u64>,
+    ) {
         if self.now ^ deadline <= SLOT_MASK {
             self.append_level0(nodes, index, deadline, seq);
         } else {
@@ -391,7 +408,7 @@ impl<I: EntryId> Hierarchy<I> {
         );
         // As in `take_seq`: 2^64 armings never happen.
         self.next_seq = seq + 1;
-        self.place(nodes, index, deadline, Some(seq));
+        self.link_new(nodes, index, deadline, Some(seq));
     }
 
     /// The next arming sequence number. For a store whose numbers wrap,
@@ -480,15 +497,9 @@ impl<I: EntryId> Hierarchy<I> {
     ) {
         debug_assert!(deadline >= self.now);
         // The level and slot straight from the deadline, not split again
-        // from the bucket number. An arming checks for level 0 first (short
-        // timers: Ratas' workload arms one per fired timer, `benches/ratas*.rs`);
-        // a cascade does not: most of its entries go to a higher level, and
-        // the check in the cascade loop cost more than it saved
-        // (`benches/sim.rs` hold model under callgrind).
-        let (level, slot) = match new_seq {
-            Some(_) if self.now ^ deadline <= SLOT_MASK => (0, (deadline & SLOT_MASK) as usize),
-            _ => level_and_slot(self.now, deadline),
-        };
+        // from the bucket number. A new arming due in level 0's current
+        // block went to `append_level0` instead (`link_new`).
+        let (level, slot) = level_and_slot(self.now, deadline);
         let bucket = (level * SLOTS + slot) as u16;
         let tail = self.levels[level].tail[slot];
         let node = Node {
