@@ -60,6 +60,20 @@ fn threaded(shards: usize) -> TimerService {
         .unwrap()
 }
 
+/// One embedded shard on a manual clock, claimed by this thread: an owner
+/// that polls only when the test says so.
+fn manual_owner(clock: &ManualClock) -> (TimerService, tickwheel::ShardGuard) {
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(MS)
+        .driver(Driver::Embedded)
+        .clock(Clock::Manual(clock.clone()))
+        .build()
+        .unwrap();
+    let guard = service.claim_shard(0).unwrap();
+    (service, guard)
+}
+
 /// CONTRACT 21 and 13 for STOPs: a remote STOP of an armed timer is one CAS
 /// on the timer's slot, and leaves the slot for its owner to reclaim. It
 /// wakes a sleeping owner only when reclaim is due, when the stopped timers
@@ -157,15 +171,7 @@ fn item13_stopped_timers_are_reclaimed_within_the_bound_while_owners_sleep() {
 /// every capture is dropped once.
 #[test]
 fn item15_the_shutdown_sweep_survives_callbacks_that_drop_handles() {
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock))
-        .build()
-        .unwrap();
-    let mut guard = service.claim_shard(0).unwrap();
+    let (service, mut guard) = manual_owner(&ManualClock::new());
     let drops = Drops::default();
     // Slot order is allocation order: each holder is swept before the timer
     // whose handle it holds.
@@ -262,15 +268,7 @@ fn item8_repeated_stops_during_a_callback_all_report_running() {
 #[test]
 fn item20_a_stalled_owner_holds_one_slot_per_canceller() {
     const PAIRS: usize = 50_000;
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock))
-        .build()
-        .unwrap();
-    let mut guard = service.claim_shard(0).unwrap();
+    let (service, mut guard) = manual_owner(&ManualClock::new());
     let slots_before = service.stats().slots;
     let cancellers: Vec<_> = (0..2)
         .map(|_| {
@@ -309,36 +307,14 @@ fn item20_a_stalled_owner_holds_one_slot_per_canceller() {
 /// Nothing fires, and every capture is dropped exactly once.
 #[test]
 fn a_reused_slot_drops_each_old_capture_once() {
-    struct Counted(Arc<AtomicUsize>);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     const PAIRS: usize = 1_000;
-    let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock))
-        .build()
-        .unwrap();
-    let mut guard = service.claim_shard(0).unwrap();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let fired = Arc::new(AtomicUsize::new(0));
+    let (service, mut guard) = manual_owner(&ManualClock::new());
+    let drops = Drops::default();
     let remote = service.clone();
-    let (d, f) = (dropped.clone(), fired.clone());
+    let callbacks = drops.clone();
     std::thread::spawn(move || {
         for _ in 0..PAIRS {
-            let capture = Counted(d.clone());
-            let fired = f.clone();
-            let timer = remote
-                .start(HOUR, move |_| {
-                    let _keep = &capture;
-                    fired.fetch_add(1, SeqCst);
-                })
-                .unwrap();
+            let timer = remote.start(HOUR, callbacks.callback()).unwrap();
             assert_eq!(timer.cancel(), Stop::Cancelled);
         }
     })
@@ -347,18 +323,14 @@ fn a_reused_slot_drops_each_old_capture_once() {
     // The owner has not polled: what is not dropped yet is what its queue
     // still holds, one slot per canceller (and what the arena hands out at
     // a time), so the reuses dropped the rest.
-    let before = dropped.load(SeqCst);
+    let before = drops.count();
     assert!(
         before >= PAIRS - 64,
         "only {before} of {PAIRS} captures dropped before the owner polled: slots not reused"
     );
     guard.poll().unwrap();
-    assert_eq!(
-        dropped.load(SeqCst),
-        PAIRS,
-        "every capture dropped exactly once"
-    );
-    assert_eq!(fired.load(SeqCst), 0, "a cancelled timer never fires");
+    assert_eq!(drops.count(), PAIRS, "every capture dropped exactly once");
+    assert_eq!(service.stats().fired, 0, "a cancelled timer never fires");
 }
 
 /// CONTRACT 20 with CONTRACT 7: a RESTART from another thread travels to
@@ -373,14 +345,7 @@ fn item20_remote_restarts_are_slowed_not_blocked_when_an_owner_falls_behind() {
     const LIMIT: usize = 1 << 10;
     const RESTARTS: usize = LIMIT + 1000;
     let clock = ManualClock::new();
-    let service = TimerService::builder()
-        .shards(1)
-        .tick(MS)
-        .driver(Driver::Embedded)
-        .clock(Clock::Manual(clock.clone()))
-        .build()
-        .unwrap();
-    let mut guard = service.claim_shard(0).unwrap();
+    let (service, mut guard) = manual_owner(&clock);
     let fired = std::sync::Arc::new(AtomicUsize::new(0));
     let count = fired.clone();
     let timer = service
