@@ -246,12 +246,8 @@ impl Callback {
         from: &mut ManuallyDrop<Callback>,
         cell: &mut Option<Callback>,
     ) -> Option<Callback> {
-        let previous = match cell {
-            // SAFETY: read out once, and the cell is overwritten below
-            // before anything reads it again.
-            Some(callback) if callback.needs_drop() => Some(unsafe { std::ptr::read(callback) }),
-            _ => None,
-        };
+        // SAFETY: the cell is overwritten next, before anything reads it.
+        let previous = unsafe { read_out_to_drop(cell) };
         // SAFETY: forwarded; what the cell held is in `previous` or needs
         // no drop.
         unsafe { Self::copy_words(from, cell) };
@@ -319,13 +315,27 @@ const _: () = assert!(size_of::<Option<Callback>>() == size_of::<Callback>());
 /// (`examples/owner_ops.rs start-cancel` under `perf`).
 #[inline]
 pub(crate) fn take_to_drop(cell: &mut Option<Callback>) -> Option<Callback> {
+    // SAFETY: the cell is overwritten next, before anything reads it.
+    let previous = unsafe { read_out_to_drop(cell) };
+    // SAFETY: what the cell held is in `previous` or needs no drop, so
+    // overwriting it drops nothing that needed dropping.
+    unsafe { std::ptr::write(cell, None) };
+    previous
+}
+
+/// The callback in `cell`, read out, if ending it runs code (a drop); `None`
+/// if it needs no drop (or there is none), whose end is then the
+/// overwriting of its bytes.
+///
+/// # Safety
+/// The caller overwrites `cell` before anything reads or drops it again
+/// (after a read-out its bytes belong to the returned callback).
+#[inline(always)]
+unsafe fn read_out_to_drop(cell: &Option<Callback>) -> Option<Callback> {
     match cell {
-        Some(callback) if callback.needs_drop() => cell.take(),
-        // Dropping the old value here runs no code: its vtable has no drop.
-        _ => {
-            *cell = None;
-            None
-        }
+        // SAFETY: the caller's contract: these bytes are not used again.
+        Some(callback) if callback.needs_drop() => Some(unsafe { std::ptr::read(callback) }),
+        _ => None,
     }
 }
 
