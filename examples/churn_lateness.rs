@@ -36,6 +36,12 @@
 //! within 10 %, or `stats()` misreports lateness), and the arena
 //! (`stats().slots`) against the peak of live timers.
 //!
+//! tickwheel with real-time drivers (`--impl tickwheel-rt`, and `all`): the
+//! same, built with `DriverPriority::RealTime(1)`, so that a driver runs as
+//! soon as its deadline comes instead of waiting for a slice behind the
+//! busy arming and churn threads. Needs `CAP_SYS_NICE` or an
+//! `RLIMIT_RTPRIO`; where not permitted it says so and measures nothing.
+//!
 //! tickwheel in a pool (`--impl tickwheel-pool`, and `all`): the thread-pool
 //! shape of tokio's side below. `--tokio-workers` workers each own a shard
 //! of a `Driver::Embedded` service; the churn loops are tasks on those
@@ -78,11 +84,13 @@ use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use tickwheel::{Driver, Stats, TimerService, TimerSpec};
+use tickwheel::{Driver, DriverPriority, Stats, TimerError, TimerService, TimerSpec};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Impl {
     Tickwheel,
+    /// `Tickwheel` with real-time driver threads (`DriverPriority`).
+    TickwheelRealtime,
     /// tickwheel as a thread pool embeds it: see `run_tickwheel_pool`.
     TickwheelPool,
     Tokio,
@@ -110,7 +118,7 @@ struct Config {
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
-        "usage: churn_lateness [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|all] \
+        "usage: churn_lateness [--impl tickwheel|tickwheel-rt|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|all] \
          [--timers N] \
          [--seconds S] \
          [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
@@ -146,6 +154,7 @@ fn parse_args() -> Config {
             "--impl" => {
                 config.impls = match value().as_str() {
                     "tickwheel" => vec![Impl::Tickwheel],
+                    "tickwheel-rt" => vec![Impl::TickwheelRealtime],
                     "tickwheel-pool" => vec![Impl::TickwheelPool],
                     "tokio" => vec![Impl::Tokio],
                     "tickwheel-sleep" => vec![Impl::TickwheelSleep],
@@ -154,6 +163,7 @@ fn parse_args() -> Config {
                     "both" => vec![Impl::Tickwheel, Impl::Tokio],
                     "all" => vec![
                         Impl::Tickwheel,
+                        Impl::TickwheelRealtime,
                         Impl::TickwheelPool,
                         Impl::Tokio,
                         Impl::TickwheelSleep,
@@ -476,13 +486,22 @@ fn end_churn(config: &Config, record: &Record) -> Duration {
 
 // ---------------------------------------------------------------------------
 
-fn run_tickwheel(config: &Config) -> String {
+fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
     reset_peak_rss();
-    let service = TimerService::builder()
+    let built = TimerService::builder()
         .driver(Driver::Threads { pin: false })
         .lend_while_idle(config.lend)
-        .build()
-        .expect("build the service");
+        .driver_priority(priority)
+        .build();
+    let service = match built {
+        Ok(service) => service,
+        Err(TimerError::DriverPriority) => {
+            return "tickwheel with real-time driver threads: not permitted here \
+                    (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1)\n"
+                .to_owned()
+        }
+        Err(other) => panic!("build the service: {other}"),
+    };
     let record = Arc::new(Record::new(config.timers));
     let done = Arc::new(AtomicBool::new(false));
     let monitor = tickwheel_monitor(config, &service, &record, &done);
@@ -508,9 +527,13 @@ fn run_tickwheel(config: &Config) -> String {
     done.store(true, Ordering::Relaxed);
     let peaks = monitor.join().expect("monitor");
     let title = format!(
-        "tickwheel: Driver::Threads, {} shards{}",
+        "tickwheel: Driver::Threads, {} shards{}{}",
         service.shard_count(),
-        if config.lend { "" } else { ", not lent" }
+        if config.lend { "" } else { ", not lent" },
+        match priority {
+            DriverPriority::RealTime(level) => format!(", drivers at SCHED_FIFO {level}"),
+            _ => String::new(),
+        }
     );
     let run = Finished::new(churn_end, drained, stats, peaks);
     tickwheel_report(config, &service, &record, &title, run)
@@ -987,6 +1010,8 @@ fn report(
     let mut unfired_max_late = 0i64;
     let thresholds_ms = [1i64, 10, 100, 1000];
     let mut within = [0u64; 4];
+    // The five latest fired timers: (lateness, deadline), ns.
+    let mut worst: Vec<(i64, u64)> = Vec::new();
     for (deadline, lateness) in record.deadline.iter().zip(&record.lateness) {
         let deadline = deadline.load(Ordering::Relaxed);
         if deadline == UNARMED {
@@ -1020,8 +1045,15 @@ fn report(
             }
         }
         late.push(lateness);
+        worst.push((lateness, deadline));
+        if worst.len() > 64 {
+            worst.sort_unstable_by(|a, b| b.cmp(a));
+            worst.truncate(5);
+        }
     }
     late.sort_unstable();
+    worst.sort_unstable_by(|a, b| b.cmp(a));
+    worst.truncate(5);
     let fired = late.len() as u64;
     let pairs = record.churn_pairs.load(Ordering::Relaxed);
     let mut out = String::new();
@@ -1063,6 +1095,15 @@ fn report(
         ms(pct(&late, 99.0)),
         ms(pct(&late, 99.9)),
         ms(late.last().copied().unwrap_or(0)),
+    );
+    let _ = writeln!(
+        w,
+        "the latest fired timers (lateness ms @ deadline s into the run): {}",
+        worst
+            .iter()
+            .map(|&(lateness, deadline)| format!("{} @ {:.3}", ms(lateness), deadline as f64 / 1e9))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if unfired > 0 {
         let _ = writeln!(
@@ -1143,7 +1184,8 @@ fn main() {
     );
     for imp in config.impls.clone() {
         let text = match imp {
-            Impl::Tickwheel => run_tickwheel(&config),
+            Impl::Tickwheel => run_tickwheel(&config, DriverPriority::Normal),
+            Impl::TickwheelRealtime => run_tickwheel(&config, DriverPriority::RealTime(1)),
             Impl::TickwheelPool => run_tickwheel_pool(&config),
             Impl::Tokio => run_tokio(&config, None),
             Impl::TickwheelSleepPool => run_sleep_pool(&config),

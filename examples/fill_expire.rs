@@ -13,6 +13,10 @@
 //! cargo run --release --example fill_expire -- 1000 100000 1000000
 //! cargo run --release --example fill_expire -- --span 1048576 --rounds 5 100000
 //! ```
+//!
+//! `--only wheel|embedded|btree|heap` runs one implementation alone (for a
+//! profiler: `valgrind --tool=callgrind` then counts only its work) and
+//! prints its checksum and ns per timer.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -125,6 +129,7 @@ fn heap(delays: &[u64]) -> (f64, u64) {
 fn main() {
     let mut span = 65_536u64;
     let mut rounds = 5usize;
+    let mut only = None;
     let mut sizes = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -140,10 +145,23 @@ fn main() {
         match arg.as_str() {
             "--span" => span = number("--span"),
             "--rounds" => rounds = number("--rounds") as usize,
+            "--only" => {
+                let run: fn(&[u64]) -> (f64, u64) = match args.next().as_deref() {
+                    Some("wheel") => wheel,
+                    Some("embedded") => embedded,
+                    Some("btree") => btree,
+                    Some("heap") => heap,
+                    _ => {
+                        eprintln!("--only takes wheel, embedded, btree or heap");
+                        std::process::exit(2)
+                    }
+                };
+                only = Some(run);
+            }
             n => match n.parse::<usize>() {
                 Ok(n) if n > 0 => sizes.push(n),
                 _ => {
-                    eprintln!("usage: fill_expire [--span TICKS] [--rounds R] N...");
+                    eprintln!("usage: fill_expire [--span TICKS] [--rounds R] [--only IMPL] N...");
                     std::process::exit(2)
                 }
             },
@@ -151,6 +169,23 @@ fn main() {
     }
     if sizes.is_empty() {
         sizes = vec![1_000, 100_000, 1_000_000];
+    }
+    if let Some(run) = only {
+        for &n in &sizes {
+            let repeat = (1_000_000 / n).max(1);
+            let (mut total, mut sum) = (0.0, 0u64);
+            for r in 0..rounds * repeat {
+                let (ns, checksum) = run(&delays(n, span, r as u64 + 7));
+                total += ns;
+                sum ^= checksum;
+            }
+            println!(
+                "n {n}: {:.1} ns per timer over {} runs (checksum {sum:x})",
+                total / (rounds * repeat) as f64,
+                rounds * repeat
+            );
+        }
+        return;
     }
     println!("fill_expire: every round, ns per timer (span {span} ticks)");
     println!();

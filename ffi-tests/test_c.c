@@ -182,15 +182,15 @@ static void test_results(void) {
         "TW_OK", "TW_NULL_POINTER", "TW_INVALID_ARGUMENT", "TW_STALE_HANDLE",
         "TW_INVALID_RANGE", "TW_INVALID_PERIOD", "TW_SHUTDOWN", "TW_SHARD_OUT_OF_RANGE",
         "TW_SHARD_CLAIMED", "TW_REENTRANT", "TW_INVALID_CONFIG", "TW_WRONG_THREAD",
-        "TW_NOT_MANUAL_CLOCK", "TW_PANIC", "TW_FOREIGN_ENTRY",
+        "TW_NOT_MANUAL_CLOCK", "TW_PANIC", "TW_FOREIGN_ENTRY", "TW_PRIORITY_DENIED",
     };
     for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         CHECK(strcmp(tw_result_str(i), names[i]) == 0);
         CHECK(strlen(tw_result_describe(i)) > 0);
     }
     CHECK(TW_PANIC == 13 && TW_STALE_HANDLE == 3);
-    CHECK(TW_FOREIGN_ENTRY == 14);
-    CHECK(strcmp(tw_result_str(15), "TW_UNKNOWN") == 0);
+    CHECK(TW_FOREIGN_ENTRY == 14 && TW_PRIORITY_DENIED == 15);
+    CHECK(strcmp(tw_result_str(16), "TW_UNKNOWN") == 0);
     CHECK(strcmp(tw_result_str(UINT32_MAX), "TW_UNKNOWN") == 0);
     CHECK(tw_result_describe(UINT32_MAX) != NULL);
 }
@@ -231,6 +231,28 @@ static void test_config(void) {
     CHECK_OK(tw_service_new(&config, &service));
     tw_service_free(service);
 
+    /* Real-time driver threads: made where permitted (a timer fires),
+     * refused with TW_PRIORITY_DENIED (and nothing made) where not. */
+    config.flags = TW_SERVICE_REALTIME_DRIVERS;
+    service = NULL;
+    tw_result made = tw_service_new(&config, &service);
+    CHECK(made == TW_OK || made == TW_PRIORITY_DENIED);
+    if (made == TW_OK) {
+        CHECK(service != NULL);
+        record rt[1];
+        reset(rt, 1);
+        uint64_t timer = 0;
+        CHECK_OK(tw_timer_start(service, 2 * MS, on_fire, rt, &timer));
+        for (int i = 0; i < 2000 && atomic_load(&rt->fired) == 0; i++) {
+            sleep_ms(1);
+        }
+        CHECK(atomic_load(&rt->fired) == 1);
+        CHECK_OK(tw_timer_free(service, timer));
+        tw_service_free(service);
+    } else {
+        CHECK(service == NULL);
+    }
+
     tw_service *untouched = (tw_service *)&config;
     tw_service_config bad = {0};
     bad.flags = 1u << 7;
@@ -239,6 +261,8 @@ static void test_config(void) {
     bad.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_PIN_THREADS;
     CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
     bad.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_NO_LEND;
+    CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
+    bad.flags = TW_SERVICE_EMBEDDED | TW_SERVICE_REALTIME_DRIVERS;
     CHECK_RESULT(tw_service_new(&bad, &untouched), TW_INVALID_ARGUMENT);
     bad.flags = 0;
     bad.wake = on_wake;

@@ -78,6 +78,17 @@
 #define TW_SERVICE_NO_LEND 8
 
 /**
+ * Flag for `tw_service_config.flags`: the driver threads run at real-time
+ * priority (Linux `SCHED_FIFO` 1, the lowest real-time priority, still
+ * ahead of every normal thread; Rust: `DriverPriority::RealTime(1)`), so
+ * that their timers fire on time while every core is busy. Callbacks run
+ * at that priority too: keep them short. Not permitted (no `CAP_SYS_NICE`,
+ * `RLIMIT_RTPRIO` 0, or not Linux): `tw_service_new` returns
+ * `TW_PRIORITY_DENIED`. Not with `TW_SERVICE_EMBEDDED`.
+ */
+#define TW_SERVICE_REALTIME_DRIVERS 16
+
+/**
  * Flag for `tw_timer_spec.flags`: for a periodic timer whose owner was late,
  * fire every missed period back to back instead of once (the others are
  * counted in `tw_expiry.overruns` either way when not bursting).
@@ -183,6 +194,13 @@ enum tw_result
    * A `tw_entry` armed on another wheel: cancel it there first.
    */
   TW_FOREIGN_ENTRY = 14,
+  /**
+   * `TW_SERVICE_REALTIME_DRIVERS` was asked for and not permitted
+   * (real-time scheduling needs Linux, and `CAP_SYS_NICE` or an
+   * `RLIMIT_RTPRIO` of at least 1). No service was made and no thread is
+   * left running.
+   */
+  TW_PRIORITY_DENIED = 15,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -373,7 +391,8 @@ typedef struct tw_service_config {
   uint64_t tick_ns;
   /**
    * Bitwise OR of `TW_SERVICE_EMBEDDED`, `TW_SERVICE_PIN_THREADS`,
-   * `TW_SERVICE_MANUAL_CLOCK`. Unknown bits are refused
+   * `TW_SERVICE_MANUAL_CLOCK`, `TW_SERVICE_NO_LEND`,
+   * `TW_SERVICE_REALTIME_DRIVERS`. Unknown bits are refused
    * (`TW_INVALID_ARGUMENT`).
    */
   uint32_t flags;
@@ -741,7 +760,8 @@ TW_MUST_USE const char *tw_result_describe(uint32_t result);
  * Returns `TW_NULL_POINTER` if `service_out` is NULL, `TW_INVALID_ARGUMENT`
  * for unknown flags or a `wake` callback without `TW_SERVICE_EMBEDDED`,
  * `TW_INVALID_CONFIG` for out-of-range shards or tick (or if threads cannot
- * be spawned).
+ * be spawned), `TW_PRIORITY_DENIED` when `TW_SERVICE_REALTIME_DRIVERS` is
+ * not permitted.
  *
  * Thread safety: may be called from any thread.
  *

@@ -26,6 +26,11 @@ pub enum TimerError {
     /// An [`EmbeddedWheel`](crate::EmbeddedWheel) entry armed on another
     /// wheel: it must be cancelled there first.
     ForeignEntry,
+    /// The driver threads could not be given the priority asked for
+    /// ([`DriverPriority`](crate::DriverPriority)): real-time scheduling
+    /// needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` at least that high, and
+    /// Linux. Nothing was left running.
+    DriverPriority,
 }
 
 impl fmt::Display for TimerError {
@@ -40,6 +45,7 @@ impl fmt::Display for TimerError {
             TimerError::Reentrant => "a shard cannot be polled from inside one of its own callbacks",
             TimerError::InvalidConfig => "invalid service configuration (shards 1..=4096, tick 10us..=1h, driver threads not under loom)",
             TimerError::ForeignEntry => "the timer entry is armed on another wheel",
+            TimerError::DriverPriority => "the driver threads could not be given real-time priority (needs Linux, and CAP_SYS_NICE or an RLIMIT_RTPRIO at least that high)",
         })
     }
 }

@@ -86,8 +86,8 @@ pub mod wheel;
 
 pub use error::TimerError;
 pub use service::{
-    Builder, Clock, Driver, Due, Expiry, ManualClock, PanicReport, PanicSite, Restart, ShardGuard,
-    Stats, Stop, StopSync, Timer, TimerId, TimerService, TimerSpec,
+    Builder, Clock, Driver, DriverPriority, Due, Expiry, ManualClock, PanicReport, PanicSite,
+    Restart, ShardGuard, Stats, Stop, StopSync, Timer, TimerId, TimerService, TimerSpec,
 };
 pub use wheel::{Advance, EmbeddedWheel, Expired, Fired, TimerEntry, TimerKey, Wheel};
 

@@ -221,6 +221,11 @@ impl ModelBackoff {
     pub(crate) fn snooze(&self) {
         imp::thread::yield_now();
     }
+
+    /// Never: a model's wait only ever yields.
+    pub(crate) fn is_completed(&self) -> bool {
+        false
+    }
 }
 
 #[allow(unused_imports)]

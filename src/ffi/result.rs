@@ -48,6 +48,11 @@ pub enum tw_result {
     TW_PANIC = 13,
     /// A `tw_entry` armed on another wheel: cancel it there first.
     TW_FOREIGN_ENTRY = 14,
+    /// `TW_SERVICE_REALTIME_DRIVERS` was asked for and not permitted
+    /// (real-time scheduling needs Linux, and `CAP_SYS_NICE` or an
+    /// `RLIMIT_RTPRIO` of at least 1). No service was made and no thread is
+    /// left running.
+    TW_PRIORITY_DENIED = 15,
 }
 
 impl From<TimerError> for tw_result {
@@ -62,12 +67,13 @@ impl From<TimerError> for tw_result {
             TimerError::Reentrant => tw_result::TW_REENTRANT,
             TimerError::InvalidConfig => tw_result::TW_INVALID_CONFIG,
             TimerError::ForeignEntry => tw_result::TW_FOREIGN_ENTRY,
+            TimerError::DriverPriority => tw_result::TW_PRIORITY_DENIED,
         }
     }
 }
 
 /// Every code with its name and description, indexed by number.
-const TABLE: [(tw_result, &CStr, &CStr); 15] = [
+const TABLE: [(tw_result, &CStr, &CStr); 16] = [
     (tw_result::TW_OK, c"TW_OK", c"success"),
     (
         tw_result::TW_NULL_POINTER,
@@ -139,6 +145,11 @@ const TABLE: [(tw_result, &CStr, &CStr); 15] = [
         c"TW_FOREIGN_ENTRY",
         c"the timer entry is armed on another wheel",
     ),
+    (
+        tw_result::TW_PRIORITY_DENIED,
+        c"TW_PRIORITY_DENIED",
+        c"the driver threads could not be given real-time priority (needs CAP_SYS_NICE or RLIMIT_RTPRIO)",
+    ),
 ];
 
 fn entry(result: u32) -> Option<&'static (tw_result, &'static CStr, &'static CStr)> {
@@ -183,6 +194,6 @@ mod tests {
             let name = name.to_str().unwrap();
             assert_eq!(format!("{code:?}"), name);
         }
-        assert_eq!(TABLE.len(), tw_result::TW_FOREIGN_ENTRY as usize + 1);
+        assert_eq!(TABLE.len(), tw_result::TW_PRIORITY_DENIED as usize + 1);
     }
 }

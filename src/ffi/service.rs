@@ -4,7 +4,7 @@ use std::ffi::c_void;
 use std::time::Duration;
 
 use super::{arg, boundary, boundary_void, out, put, tw_result, CPtr};
-use crate::{Builder, Clock, Driver, ManualClock, TimerService};
+use crate::{Builder, Clock, Driver, DriverPriority, ManualClock, TimerService};
 
 /// Flag for `tw_service_config.flags`: no driver threads; the application
 /// claims each shard with `tw_shard_claim` and polls it from its own loop.
@@ -23,9 +23,20 @@ pub const TW_SERVICE_MANUAL_CLOCK: u32 = 4;
 /// drivers are awake more, which fires timers sooner on a machine with more
 /// busy threads than cores. Not with `TW_SERVICE_EMBEDDED`.
 pub const TW_SERVICE_NO_LEND: u32 = 8;
+/// Flag for `tw_service_config.flags`: the driver threads run at real-time
+/// priority (Linux `SCHED_FIFO` 1, the lowest real-time priority, still
+/// ahead of every normal thread; Rust: `DriverPriority::RealTime(1)`), so
+/// that their timers fire on time while every core is busy. Callbacks run
+/// at that priority too: keep them short. Not permitted (no `CAP_SYS_NICE`,
+/// `RLIMIT_RTPRIO` 0, or not Linux): `tw_service_new` returns
+/// `TW_PRIORITY_DENIED`. Not with `TW_SERVICE_EMBEDDED`.
+pub const TW_SERVICE_REALTIME_DRIVERS: u32 = 16;
 
-const KNOWN_FLAGS: u32 =
-    TW_SERVICE_EMBEDDED | TW_SERVICE_PIN_THREADS | TW_SERVICE_MANUAL_CLOCK | TW_SERVICE_NO_LEND;
+const KNOWN_FLAGS: u32 = TW_SERVICE_EMBEDDED
+    | TW_SERVICE_PIN_THREADS
+    | TW_SERVICE_MANUAL_CLOCK
+    | TW_SERVICE_NO_LEND
+    | TW_SERVICE_REALTIME_DRIVERS;
 
 /// Called with a shard index when that shard's owner must wake up early: a
 /// timer was started (or restarted) that is due before the deadline the
@@ -53,7 +64,8 @@ pub struct tw_service_config {
     /// (1 h); 0 for 1 ms. Delays round up to whole ticks.
     pub tick_ns: u64,
     /// Bitwise OR of `TW_SERVICE_EMBEDDED`, `TW_SERVICE_PIN_THREADS`,
-    /// `TW_SERVICE_MANUAL_CLOCK`. Unknown bits are refused
+    /// `TW_SERVICE_MANUAL_CLOCK`, `TW_SERVICE_NO_LEND`,
+    /// `TW_SERVICE_REALTIME_DRIVERS`. Unknown bits are refused
     /// (`TW_INVALID_ARGUMENT`).
     pub flags: u32,
     /// Embedded services only (else `TW_INVALID_ARGUMENT`): how to wake a
@@ -84,7 +96,8 @@ pub struct tw_service {
 /// Returns `TW_NULL_POINTER` if `service_out` is NULL, `TW_INVALID_ARGUMENT`
 /// for unknown flags or a `wake` callback without `TW_SERVICE_EMBEDDED`,
 /// `TW_INVALID_CONFIG` for out-of-range shards or tick (or if threads cannot
-/// be spawned).
+/// be spawned), `TW_PRIORITY_DENIED` when `TW_SERVICE_REALTIME_DRIVERS` is
+/// not permitted.
 ///
 /// Thread safety: may be called from any thread.
 ///
@@ -115,7 +128,8 @@ pub unsafe extern "C" fn tw_service_new(
         let embedded = flags & TW_SERVICE_EMBEDDED != 0;
         let pin = flags & TW_SERVICE_PIN_THREADS != 0;
         let no_lend = flags & TW_SERVICE_NO_LEND != 0;
-        if (embedded && (pin || no_lend)) || (!embedded && wake.is_some()) {
+        let realtime = flags & TW_SERVICE_REALTIME_DRIVERS != 0;
+        if (embedded && (pin || no_lend || realtime)) || (!embedded && wake.is_some()) {
             return Err(tw_result::TW_INVALID_ARGUMENT);
         }
         let mut builder = Builder::new()
@@ -129,7 +143,12 @@ pub unsafe extern "C" fn tw_service_new(
             } else {
                 Driver::Threads { pin }
             })
-            .lend_while_idle(!no_lend);
+            .lend_while_idle(!no_lend)
+            .driver_priority(if realtime {
+                DriverPriority::RealTime(1)
+            } else {
+                DriverPriority::Normal
+            });
         if shards != 0 {
             builder = builder.shards(shards);
         }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::config::{Config, Driver, PanicHook, PanicReport, Waker};
+use super::config::{Config, Driver, DriverPriority, PanicHook, PanicReport, Waker};
 use super::driver::DriverThreads;
 use super::shard::Shard;
 use super::{Clock, Inner, ServiceClock, TimerService};
@@ -34,6 +34,7 @@ pub struct Builder {
     panic_hook: Option<PanicHook>,
     waker: Option<Waker>,
     lend: bool,
+    priority: DriverPriority,
 }
 
 impl Default for Builder {
@@ -61,6 +62,7 @@ impl Builder {
             panic_hook: None,
             waker: None,
             lend: true,
+            priority: DriverPriority::Normal,
         }
     }
 
@@ -122,11 +124,43 @@ impl Builder {
         self
     }
 
+    /// How the operating system schedules the driver threads (default
+    /// [`DriverPriority::Normal`]). [`DriverPriority::RealTime`] makes a
+    /// driver run as soon as its next deadline comes, ahead of every normal
+    /// thread, so that its timers fire on time on a machine with more busy
+    /// threads than cores (see [`DriverPriority`]). Only with
+    /// [`Driver::Threads`].
+    ///
+    /// ```no_run
+    /// use tickwheel::{DriverPriority, TimerError, TimerService};
+    ///
+    /// let service = match TimerService::builder()
+    ///     .driver_priority(DriverPriority::RealTime(1))
+    ///     .build()
+    /// {
+    ///     Ok(service) => service,
+    ///     // Not permitted here: normal priority, and timers may fire late
+    ///     // while every core is busy.
+    ///     Err(TimerError::DriverPriority) => TimerService::builder().build()?,
+    ///     Err(other) => return Err(other),
+    /// };
+    /// # drop(service);
+    /// # Ok::<(), TimerError>(())
+    /// ```
+    pub fn driver_priority(mut self, priority: DriverPriority) -> Self {
+        self.priority = priority;
+        self
+    }
+
     /// Builds the service (and, for [`Driver::Threads`], spawns its threads).
     ///
     /// # Errors
     /// [`TimerError::InvalidConfig`] for zero or more than 4096 shards, a
-    /// tick under 10 µs or over an hour, or driver threads under loom.
+    /// tick under 10 µs or over an hour, driver threads under loom, or a
+    /// [`DriverPriority::RealTime`] outside 1..=99 or with
+    /// [`Driver::Embedded`]. [`TimerError::DriverPriority`] when the driver
+    /// threads could not be given their priority (no thread is left
+    /// running then).
     pub fn build(self) -> Result<TimerService, TimerError> {
         let shards = match self.shards {
             Some(n) => n,
@@ -142,6 +176,11 @@ impl Builder {
         if cfg!(loom) && matches!(self.driver, Driver::Threads { .. }) {
             return Err(TimerError::InvalidConfig);
         }
+        if let DriverPriority::RealTime(priority) = self.priority {
+            if !(1..=99).contains(&priority) || self.driver == Driver::Embedded {
+                return Err(TimerError::InvalidConfig);
+            }
+        }
         let inner = Arc::new(Inner {
             arena: super::Arena::new(),
             shards: (0..shards).map(|_| Shard::new()).collect(),
@@ -154,6 +193,7 @@ impl Builder {
                 panic_hook: self.panic_hook,
                 waker: self.waker,
                 lend: self.lend,
+                priority: self.priority,
             },
             shut_down: AtomicBool::new(false),
             spread: AtomicUsize::new(0),
@@ -161,10 +201,13 @@ impl Builder {
             handles: super::handles::HandleCounts::new(shards),
             tag: super::tag::acquire(),
         });
+        let service = TimerService::from_inner(inner);
         if let Driver::Threads { pin } = self.driver {
-            DriverThreads::spawn_all(&inner, pin)?;
+            // On an error the service drops here: it shuts down, and the
+            // driver threads already running finish and are joined.
+            DriverThreads::spawn_all(&service.inner, pin, self.priority)?;
         }
-        Ok(TimerService::from_inner(inner))
+        Ok(service)
     }
 }
 
@@ -177,6 +220,8 @@ impl fmt::Debug for Builder {
             .field("clock", &self.clock)
             .field("panic_hook", &self.panic_hook.is_some())
             .field("waker", &self.waker.is_some())
+            .field("lend", &self.lend)
+            .field("priority", &self.priority)
             .finish()
     }
 }

@@ -25,6 +25,37 @@ pub enum Driver {
     Embedded,
 }
 
+/// How the operating system schedules the driver threads of
+/// [`Driver::Threads`] ([`Builder::driver_priority`](crate::Builder::driver_priority)).
+///
+/// A shard's timers fire on its driver thread. With more busy threads than
+/// cores, a driver whose deadline has come waits for a scheduler slice
+/// behind them, and its timers fire that much late: `examples/churn_lateness.rs`
+/// (8 busy threads beside 2 drivers on 2 cores) measures a p99 lateness of
+/// milliseconds to tens of milliseconds at normal priority, about 1 ms with
+/// real-time drivers (`BENCHMARKS.md`). A driver at a real-time priority runs
+/// as soon as it wakes, ahead of every normal thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DriverPriority {
+    /// Scheduled like any other thread of the process (the default).
+    #[default]
+    Normal,
+    /// Linux: `SCHED_FIFO` at this priority, 1 (the lowest real-time
+    /// priority, still ahead of every normal thread) ..= 99. Needs the
+    /// `CAP_SYS_NICE` capability or an `RLIMIT_RTPRIO` of at least the
+    /// priority; without it the build fails with
+    /// [`TimerError::DriverPriority`](crate::TimerError::DriverPriority).
+    ///
+    /// The callbacks run at that priority too, so keep them short: a
+    /// callback that runs on keeps normal threads off its core (the kernel
+    /// leaves them only the 5 % of each second it reserves, by default,
+    /// for threads that are not real-time). A driver thread never spins
+    /// waiting for another thread for long: it sleeps, so a normal thread
+    /// it waits for can run on its core.
+    RealTime(u8),
+}
+
 /// Everything the service needs to tell a panic in user code to a hook.
 #[derive(Debug)]
 pub struct PanicReport {
@@ -97,4 +128,6 @@ pub(crate) struct Config {
     pub(crate) waker: Option<Waker>,
     /// Driver threads lend their shards while they sleep (`lend_while_idle`).
     pub(crate) lend: bool,
+    /// How the driver threads are scheduled (`driver_priority`).
+    pub(crate) priority: DriverPriority,
 }

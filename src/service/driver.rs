@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::config::Config;
+use super::config::{Config, DriverPriority};
 use super::shard::Fired;
 use super::{Driver, Inner, TimerId, OWNED_SHARD};
 use crate::sync::{thread, Arc};
@@ -393,33 +393,46 @@ impl DriverThreads {
         }
     }
 
-    pub(crate) fn spawn_all(inner: &Arc<Inner>, pin: bool) -> Result<(), TimerError> {
+    /// Spawns a driver thread per shard, at `priority`. On an error the
+    /// threads already running are left for the caller's shutdown to stop
+    /// and join (they are recorded), and no shard is left claimed without
+    /// a thread.
+    pub(crate) fn spawn_all(
+        inner: &Arc<Inner>,
+        pin: bool,
+        priority: DriverPriority,
+    ) -> Result<(), TimerError> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut threads = Vec::with_capacity(inner.shards.len());
         for shard in 0..inner.shards.len() {
             // Claimed here so that no application thread can take it first.
             let claimed = inner.shards[shard].try_claim();
             debug_assert!(claimed);
-            let inner = inner.clone();
+            let driver = inner.clone();
             let spawned = thread::Builder::new()
                 .name(format!("tickwheel-{shard}"))
                 .spawn(move || {
                     if pin {
                         pin_to_cpu(shard % cores);
                     }
-                    let _ = inner.drivers.handles[shard].set(thread::current());
-                    drive(ShardGuard::adopt(inner, shard));
+                    let _ = driver.drivers.handles[shard].set(thread::current());
+                    drive(ShardGuard::adopt(driver, shard));
                 });
-            match spawned {
-                Ok(handle) => threads.push(handle),
-                Err(_) => return Err(TimerError::InvalidConfig),
-            }
+            let handle = match spawned {
+                Ok(handle) => handle,
+                Err(_) => {
+                    inner.shards[shard].unclaim();
+                    return Err(TimerError::InvalidConfig);
+                }
+            };
+            let prioritized = set_priority(&handle, priority);
+            inner
+                .drivers
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(handle);
+            prioritized?;
         }
-        *inner
-            .drivers
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = threads;
         Ok(())
     }
 
@@ -473,7 +486,9 @@ fn drive(mut guard: ShardGuard) {
     let active_ticks = inner.ticks_ceil(1_000_000).max(1);
     // Lend only when nothing is due for a while (see `LEND_QUIET_NANOS`).
     let quiet_ticks = inner.ticks_ceil(LEND_QUIET_NANOS).max(1);
-    let mut linger = Linger::new();
+    // A real-time driver does not linger: spinning or yielding at its
+    // priority, it would keep the producers it waits for off its core.
+    let mut linger = Linger::new(inner.config.priority == DriverPriority::Normal);
     while !inner.is_shut_down() {
         let _ = guard.poll();
         let now = inner.current_tick(guard.shard);
@@ -538,6 +553,8 @@ const LEND_QUIET_NANOS: u64 = 5_000_000;
 /// state, and exploring it would only multiply schedules.
 struct Linger {
     budget: u32,
+    /// `false` for a real-time driver, which never lingers.
+    enabled: bool,
 }
 
 impl Linger {
@@ -548,15 +565,19 @@ impl Linger {
     const FULL: u32 = Self::SPINS + 48;
     const MIN: u32 = 4;
 
-    fn new() -> Self {
-        Linger { budget: Self::FULL }
+    /// `false`: never linger (a real-time driver).
+    fn new(lingers: bool) -> Self {
+        Linger {
+            budget: Self::FULL,
+            enabled: lingers,
+        }
     }
 
     /// `true` as soon as a producer claims the wake (it needs the owner
     /// before the published sleep ends), `false` when the budget is spent
     /// without one. Entries queued for later do not end the wait.
     fn waits_for_work(&mut self, shard: &super::shard::Shard) -> bool {
-        if cfg!(any(loom, shuttle)) {
+        if cfg!(any(loom, shuttle)) || !self.enabled {
             return false;
         }
         for round in 0..self.budget {
@@ -596,3 +617,41 @@ fn pin_to_cpu(cpu: usize) {
 
 #[cfg(not(target_os = "linux"))]
 fn pin_to_cpu(_cpu: usize) {}
+
+/// Gives a driver thread its scheduling priority (from the thread that
+/// spawns it, so that a refusal is the builder's error). Only the thread
+/// changes: `pthread_setschedparam` acts on one thread, not the process.
+#[cfg(all(target_os = "linux", not(any(loom, shuttle))))]
+fn set_priority(
+    handle: &thread::JoinHandle<()>,
+    priority: DriverPriority,
+) -> Result<(), TimerError> {
+    use std::os::unix::thread::JoinHandleExt;
+    let DriverPriority::RealTime(level) = priority else {
+        return Ok(());
+    };
+    let param = libc::sched_param {
+        sched_priority: i32::from(level),
+    };
+    // SAFETY: the handle's thread has not been joined or detached, so its
+    // pthread id is valid; `param` lives across the call.
+    let refused =
+        unsafe { libc::pthread_setschedparam(handle.as_pthread_t(), libc::SCHED_FIFO, &param) };
+    if refused == 0 {
+        Ok(())
+    } else {
+        Err(TimerError::DriverPriority)
+    }
+}
+
+/// Real-time priority is offered on Linux only.
+#[cfg(not(all(target_os = "linux", not(any(loom, shuttle)))))]
+fn set_priority(
+    _handle: &thread::JoinHandle<()>,
+    priority: DriverPriority,
+) -> Result<(), TimerError> {
+    match priority {
+        DriverPriority::Normal => Ok(()),
+        DriverPriority::RealTime(_) => Err(TimerError::DriverPriority),
+    }
+}

@@ -105,7 +105,7 @@ use std::time::Duration;
 
 pub use builder::Builder;
 pub use clock::{Clock, ManualClock};
-pub use config::{Driver, PanicReport, PanicSite};
+pub use config::{Driver, DriverPriority, PanicReport, PanicSite};
 pub use driver::{Due, ShardGuard};
 pub use expiry::Expiry;
 pub use stats::Stats;

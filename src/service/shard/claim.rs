@@ -13,6 +13,10 @@ const LENT: usize = 2;
 /// `claimed`: the owner of a lent shard wants it back; no new helper may enter.
 const WANTED: usize = 4;
 
+/// Yields an owner taking its shard back makes, once its backoff is done,
+/// before it sleeps between tries (see `take_back`).
+const TAKE_BACK_YIELDS: u32 = 64;
+
 impl Shard {
     /// Takes a shard nobody owns (an embedded owner's claim, the sweep at
     /// shutdown). Fails on a lent shard: it has an owner.
@@ -77,16 +81,28 @@ impl Shard {
     pub(crate) fn take_back(&self) {
         self.claimed.fetch_or(WANTED, Ordering::Relaxed);
         let backoff = crate::sync::Backoff::new();
+        let mut yields = 0u32;
         while self
             .claimed
             .compare_exchange_weak(LENT | WANTED, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            // Spin, then yield, but never sleep: a helper is inside for a
-            // few hundred nanoseconds unless it was preempted, and then
-            // yielding is what lets it run again soonest (a sleep would add
-            // the timer slack and a wakeup to every such wait).
-            backoff.snooze();
+            // Spin, then yield: a helper is inside for a few hundred
+            // nanoseconds unless it was preempted, and then yielding is what
+            // lets it run again soonest (a sleep would add the timer slack
+            // and a wakeup to every such wait). But a yield lets only
+            // threads of the same priority run: an owner at a real-time
+            // priority (`DriverPriority::RealTime`) would keep a normal
+            // helper preempted on its own core off it for good. So a wait
+            // that outlasts the yields sleeps, which lets any thread run.
+            if !backoff.is_completed() {
+                backoff.snooze();
+            } else if yields < TAKE_BACK_YIELDS {
+                yields += 1;
+                crate::sync::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(10));
+            }
         }
     }
 
