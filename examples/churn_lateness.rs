@@ -65,6 +65,9 @@
 //! each sleep is armed from a non-owner and fired by a driver thread, which
 //! wakes the task.
 //!
+//! The same with real-time drivers (`--impl tickwheel-sleep-rt`; in `sleeps`
+//! and `all`; see `tickwheel-rt` above).
+//!
 //! tickwheel's futures in a pool (`--impl tickwheel-sleep-pool`; in `sleeps`
 //! and `all`): the same tasks on a small executor whose workers each own a
 //! shard of a `Driver::Embedded` service and poll it between tasks (see
@@ -96,6 +99,8 @@ enum Impl {
     Tokio,
     /// tickwheel's `Sleep` futures on tokio's runtime: see `run_tokio`.
     TickwheelSleep,
+    /// `TickwheelSleep` with real-time driver threads.
+    TickwheelSleepRealtime,
     /// tickwheel's `Sleep` futures on workers that own the shards: see
     /// `run_sleep_pool`.
     TickwheelSleepPool,
@@ -118,7 +123,7 @@ struct Config {
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
-        "usage: churn_lateness [--impl tickwheel|tickwheel-rt|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|all] \
+        "usage: churn_lateness [--impl tickwheel|tickwheel-rt|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-rt|tickwheel-sleep-pool|sleeps|both|all] \
          [--timers N] \
          [--seconds S] \
          [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
@@ -158,8 +163,14 @@ fn parse_args() -> Config {
                     "tickwheel-pool" => vec![Impl::TickwheelPool],
                     "tokio" => vec![Impl::Tokio],
                     "tickwheel-sleep" => vec![Impl::TickwheelSleep],
+                    "tickwheel-sleep-rt" => vec![Impl::TickwheelSleepRealtime],
                     "tickwheel-sleep-pool" => vec![Impl::TickwheelSleepPool],
-                    "sleeps" => vec![Impl::TickwheelSleep, Impl::TickwheelSleepPool, Impl::Tokio],
+                    "sleeps" => vec![
+                        Impl::TickwheelSleep,
+                        Impl::TickwheelSleepRealtime,
+                        Impl::TickwheelSleepPool,
+                        Impl::Tokio,
+                    ],
                     "both" => vec![Impl::Tickwheel, Impl::Tokio],
                     "all" => vec![
                         Impl::Tickwheel,
@@ -167,6 +178,7 @@ fn parse_args() -> Config {
                         Impl::TickwheelPool,
                         Impl::Tokio,
                         Impl::TickwheelSleep,
+                        Impl::TickwheelSleepRealtime,
                         Impl::TickwheelSleepPool,
                     ],
                     other => usage(&format!("--impl: unknown implementation {other:?}")),
@@ -486,6 +498,10 @@ fn end_churn(config: &Config, record: &Record) -> Duration {
 
 // ---------------------------------------------------------------------------
 
+/// What a shape with real-time drivers prints where they are refused.
+const NOT_PERMITTED: &str = "tickwheel with real-time driver threads: not permitted here \
+                             (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1)\n";
+
 fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
     reset_peak_rss();
     let built = TimerService::builder()
@@ -495,11 +511,7 @@ fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
         .build();
     let service = match built {
         Ok(service) => service,
-        Err(TimerError::DriverPriority) => {
-            return "tickwheel with real-time driver threads: not permitted here \
-                    (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1)\n"
-                .to_owned()
-        }
+        Err(TimerError::DriverPriority) => return NOT_PERMITTED.to_owned(),
         Err(other) => panic!("build the service: {other}"),
     };
     let record = Arc::new(Record::new(config.timers));
@@ -752,9 +764,14 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
         ),
         Some(service) => format!(
             "tickwheel Sleep futures on tokio's multi-thread runtime, {} workers \
-             (service: Driver::Threads, {} shards)",
+             (service: Driver::Threads, {} shards{})",
             config.tokio_workers,
-            service.shard_count()
+            service.shard_count(),
+            if service.driver_priority() == DriverPriority::Normal {
+                ""
+            } else {
+                ", drivers at SCHED_FIFO 1"
+            }
         ),
     };
     report(
@@ -1189,13 +1206,21 @@ fn main() {
             Impl::TickwheelPool => run_tickwheel_pool(&config),
             Impl::Tokio => run_tokio(&config, None),
             Impl::TickwheelSleepPool => run_sleep_pool(&config),
-            Impl::TickwheelSleep => {
-                let service = TimerService::builder()
+            Impl::TickwheelSleep | Impl::TickwheelSleepRealtime => {
+                let built = TimerService::builder()
                     .driver(Driver::Threads { pin: false })
                     .lend_while_idle(config.lend)
-                    .build()
-                    .expect("build the service");
-                run_tokio(&config, Some(service))
+                    .driver_priority(if imp == Impl::TickwheelSleep {
+                        DriverPriority::Normal
+                    } else {
+                        DriverPriority::RealTime(1)
+                    })
+                    .build();
+                match built {
+                    Ok(service) => run_tokio(&config, Some(service)),
+                    Err(TimerError::DriverPriority) => NOT_PERMITTED.to_owned(),
+                    Err(other) => panic!("build the service: {other}"),
+                }
             }
         };
         print!("{text}");

@@ -369,6 +369,13 @@ impl TimerService {
         self.inner.shards.len()
     }
 
+    /// How the driver threads are scheduled
+    /// ([`Builder::driver_priority`]; [`DriverPriority::Normal`] for an
+    /// embedded service).
+    pub fn driver_priority(&self) -> DriverPriority {
+        self.inner.config.priority
+    }
+
     /// The tick length.
     pub fn tick(&self) -> Duration {
         Duration::from_nanos(self.inner.tick_nanos)
