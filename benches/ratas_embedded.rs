@@ -100,6 +100,12 @@ impl Workload {
         self.deliver(wheel, unit);
     }
 
+    // The packet path (deliver, receive, on_pace, and the dispatch in
+    // `expired`) is inlined, as Ratas' member functions are into its
+    // events' `execute`: out of line, its calls' register saves and
+    // restores were a tenth of this port's instructions (user CPU
+    // 0.437 -> 0.400 s at 1000 pairs with range scheduling).
+    #[inline(always)]
     fn deliver(&mut self, wheel: &mut W, unit: usize) {
         let u = self.unit(unit);
         unidle(wheel, self.in_range, u);
@@ -113,6 +119,7 @@ impl Workload {
         }
     }
 
+    #[inline(always)]
     fn receive(&mut self, wheel: &mut W, unit: usize) {
         // Ratas counts one packet per call whatever the count is; so do we.
         let u = self.unit(unit);
@@ -140,6 +147,7 @@ impl Workload {
         }
     }
 
+    #[inline(always)]
     fn on_pace(&mut self, wheel: &mut W, unit: usize) {
         let u = self.unit(unit);
         if u.tx_count.get() != 0 {
@@ -180,6 +188,7 @@ impl Workload {
         }
     }
 
+    #[inline(always)]
     fn expired(&mut self, wheel: &mut W, payload: usize) {
         let (unit, kind) = (payload / 8, payload % 8);
         match kind {
