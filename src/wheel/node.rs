@@ -117,11 +117,6 @@ pub(crate) trait Nodes {
     fn prefetch(&self, _index: Self::Id) {}
 }
 
-/// Starts loading the cache line at `entry` (a hint with no effect on what
-/// the program computes): used where the indices of entries soon needed are
-/// known ahead, so that their cache misses overlap (see
-/// [`Hierarchy::cascade`](super::Hierarchy::cascade)). A no-op off x86_64
-/// and under Miri.
 /// [`prefetch`] for an entry this thread will write: the line comes in
 /// exclusive (`prefetchw`), so the write does not wait for a second round
 /// trip to take it from the core that wrote it last. Where the CPU does not
@@ -167,6 +162,11 @@ fn has_prefetchw() -> bool {
     }
 }
 
+/// Starts loading the cache line at `entry` (a hint with no effect on what
+/// the program computes): used where the indices of entries soon needed are
+/// known ahead, so that their cache misses overlap (see
+/// [`Hierarchy::cascade`](super::Hierarchy::cascade)). A no-op off x86_64
+/// and under Miri.
 #[inline(always)]
 pub(crate) fn prefetch<T>(entry: *const T) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
