@@ -24,7 +24,7 @@
 //! }
 //! ```
 //!
-//! Each hyper sleep is a [`Sleep`](super::Sleep): registered on its first
+//! Each hyper sleep is a [`Sleep`]: registered on its first
 //! poll, never complete before its deadline, stopped when hyper drops it.
 //! hyper re-arms a connection's timeout by `reset`, which moves the armed
 //! timer (a RESTART: one CAS when it moves later, the keep-alive case)

@@ -237,7 +237,7 @@ impl Shard {
     /// messages): the earliest armed deadline, exactly, so an owner that
     /// sleeps until it wakes only when something is due.
     ///
-    /// Not the wheel's next cascade point ([`Wheel::next_wakeup`]): a poll
+    /// Not the wheel's next cascade point ([`Wheel::next_wakeup`](crate::Wheel::next_wakeup)): a poll
     /// that jumps over several cascade points cascades every bucket it
     /// passes before firing (`Hierarchy::pop_due`), so waking for a cascade
     /// on its own buys nothing, and an owner whose timers are far off (idle

@@ -184,7 +184,7 @@ impl Inner {
         self.cancel_from(id, self.live(id));
     }
 
-    /// [`release`](Self::release) from a [`Timer`] handle (see `held`).
+    /// `release` from a [`Timer`] handle (see `held`).
     #[inline]
     pub(crate) fn release_held(&self, id: TimerId) {
         self.cancel_held(id);
