@@ -110,6 +110,46 @@ fn sleeps_complete_never_before_their_deadline_on_any_thread() {
     }
 }
 
+/// Resets later (only recorded: the poll after the old deadline's fire arms
+/// the rest) and earlier (moved at once), on driver threads, from several
+/// threads: no sleep completes before the last deadline it was given.
+#[test]
+fn reset_sleeps_complete_never_before_their_new_deadline_on_any_thread() {
+    let service = threaded();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let service = service.clone();
+            std::thread::spawn(move || {
+                for i in 0..30u64 {
+                    let mut sleep = service.sleep(Duration::from_micros(500));
+                    // Registered, so that the reset finds an armed timer.
+                    let (waker, _) = unpark_waker();
+                    let _ = poll_once(&mut sleep, &waker);
+                    let delay = if (i + t) % 3 == 0 {
+                        Duration::from_micros(100) // earlier: a move
+                    } else {
+                        Duration::from_micros(300 * ((i * 7 + t) % 11) + 600) // later
+                    };
+                    let asked = Instant::now() + delay;
+                    sleep.reset_after(delay);
+                    assert!(sleep.deadline() >= asked);
+                    block_on(&mut sleep);
+                    let now = Instant::now();
+                    assert!(
+                        now >= asked,
+                        "a reset sleep completed {:?} early",
+                        asked - now
+                    );
+                    assert!(sleep.is_elapsed());
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
 #[test]
 fn a_sleep_dropped_unpolled_arms_nothing_and_a_dropped_one_stops() {
     let (service, mut guard, _clock) = manual();
@@ -216,17 +256,38 @@ fn reset_moves_the_deadline_later_and_earlier() {
     let (waker, unpark) = unpark_waker();
     let mut sleep = service.sleep(Duration::from_millis(10));
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    // Later: only recorded. The timer fires for the old deadline and wakes
+    // the task, whose poll arms it again for the rest.
     sleep.reset_after(Duration::from_millis(30));
     clock.advance(Duration::from_millis(12));
     guard.poll().unwrap();
     assert_eq!(
         unpark.wakes.load(Ordering::SeqCst),
-        0,
-        "fired at the old deadline"
+        1,
+        "the timer stayed at the old deadline"
     );
+    assert!(!sleep.is_elapsed(), "fired for the old deadline only");
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
-    clock.advance(Duration::from_millis(20));
+    clock.advance(Duration::from_millis(17));
     guard.poll().unwrap();
+    assert_eq!(
+        poll_once(&mut sleep, &waker),
+        Poll::Pending,
+        "29 ms: before the new deadline"
+    );
+    clock.advance(Duration::from_millis(3));
+    guard.poll().unwrap();
+    assert_eq!(unpark.wakes.load(Ordering::SeqCst), 2);
+    assert!(sleep.is_elapsed());
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+
+    // Earlier: the armed timer moves at once.
+    let mut sleep = service.sleep(Duration::from_millis(50));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    sleep.reset_after(Duration::from_millis(5));
+    clock.advance(Duration::from_millis(6));
+    guard.poll().unwrap();
+    assert_eq!(unpark.wakes.load(Ordering::SeqCst), 3, "fired at 5 ms");
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
 
     // Reset after it completed: pending again until the new deadline.

@@ -1335,6 +1335,54 @@ fn sleep_poll_vs_fire_vs_waker_change() {
     });
 }
 
+/// A sleep reset later is only recorded (`Sleep::reset`): its timer stays
+/// at the old deadline, and the poll after that fire arms it again for the
+/// rest. Here the task resets and polls on its own thread while the owner
+/// fires the old deadline: whichever comes first, the sleep must not
+/// complete before its new deadline, and must complete once that has
+/// passed. Fails ("completed at the old deadline") when a poll that finds
+/// the fire counted completes without comparing the deadline the timer was
+/// armed for with the sleep's.
+#[test]
+fn sleep_reset_later_vs_fire() {
+    model("sleep_reset_later_vs_fire", || {
+        let (service, mut guard, clock) = service();
+        let (waker, _) = counting_waker();
+        let mut sleep = service.sleep(TICK);
+        let poll = |sleep: &mut tickwheel::future::Sleep, waker: &std::task::Waker| {
+            std::future::Future::poll(
+                std::pin::Pin::new(sleep),
+                &mut std::task::Context::from_waker(waker),
+            )
+        };
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let task = {
+            let waker = waker.clone();
+            thread::spawn(move || {
+                sleep.reset_after(TICK * 20);
+                let polled = poll(&mut sleep, &waker);
+                (polled, sleep)
+            })
+        };
+        thread::yield_now();
+        // Past the old deadline, before the new one.
+        clock.advance(TICK * 10);
+        guard.poll().unwrap();
+        let (polled, mut sleep) = task.join().unwrap();
+        assert!(polled.is_pending(), "completed at the old deadline");
+        // The poll after the old deadline's fire arms the rest.
+        assert!(
+            poll(&mut sleep, &waker).is_pending(),
+            "completed at the old deadline"
+        );
+        assert!(!sleep.is_elapsed());
+        clock.advance(TICK * 12);
+        guard.poll().unwrap();
+        guard.poll().unwrap();
+        assert!(poll(&mut sleep, &waker).is_ready(), "never completed");
+    });
+}
+
 /// Two threads release stopped timers of a lent shard at once, another
 /// thread and the owner itself inside `idle` (where it is not the owner):
 /// each pushes its slot, and the one whose `try_help` finds the other

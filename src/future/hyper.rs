@@ -26,9 +26,9 @@
 //!
 //! Each hyper sleep is a [`Sleep`]: registered on its first
 //! poll, never complete before its deadline, stopped when hyper drops it.
-//! hyper re-arms a connection's timeout by `reset`, which moves the armed
-//! timer (a RESTART: one CAS when it moves later, the keep-alive case)
-//! instead of making a new one. The timer is a clone of the service, so the
+//! hyper re-arms a connection's timeout by `reset`, which keeps the armed
+//! timer instead of making a new one (a later deadline, the keep-alive
+//! case, is only recorded in the sleep; see [`Sleep::reset`]). The timer is a clone of the service, so the
 //! service keeps running while hyper holds it; after an explicit
 //! [`shutdown`](crate::TimerService::shutdown), polling a hyper sleep
 //! panics, as any `Sleep` does. `examples/hyper_server/` is an HTTP/1

@@ -20,12 +20,22 @@
 //!   reach the record, and the thread keeps it, as new, for its next sleep
 //!   (`Fired::give_back`; `tests/futures.rs::a_record_used_again_carries_nothing_over`).
 //! * The future completes when the count reaches `expect`, the number of
-//!   fires it is waiting for. A restart that moves the armed timer
-//!   (`Restart::Moved`) leaves `expect` alone (no fire happened for the old
-//!   deadline); one that re-arms a timer that had fired (`Restart::Rearmed`)
-//!   adds one, for the fire that happened (or whose callback is still
-//!   adding its one). One-shot timers run their callback exactly once per
-//!   arming, so the count never overshoots.
+//!   fires it is waiting for, and the timer was armed for a deadline at or
+//!   after the sleep's (`Armed::armed_at`). A restart that moves the armed
+//!   timer (`Restart::Moved`) leaves `expect` alone (no fire happened for
+//!   the old deadline); one that re-arms a timer that had fired
+//!   (`Restart::Rearmed`) adds one, for the fire that happened (or whose
+//!   callback is still adding its one). One-shot timers run their callback
+//!   exactly once per arming, so the count never overshoots.
+//! * A reset to a later deadline touches only the sleep: it records the
+//!   deadline and leaves the timer where it is (an idle timeout reset per
+//!   packet would otherwise reach its timer's slot, a second cache line,
+//!   every time: `cargo bench --bench service_vs_tokio -- targets
+//!   sleep_reset`). When that timer fires, for the old deadline, the task
+//!   is woken and its poll arms the timer again for the rest, as tokio
+//!   files a later deadline again when its old one comes: one early wake
+//!   per idle period instead of a restart per reset. A reset to an earlier
+//!   deadline moves the timer at once.
 //!
 //! Registration happens on the first poll: a future dropped unpolled arms
 //! nothing. The deadline is fixed when the future is made (`sleep(d)` is
@@ -133,8 +143,31 @@ pub struct Sleep {
 struct Armed {
     timer: Timer,
     fired: Arc<Fired>,
-    /// The fire count at which the sleep is complete.
+    /// The fire count at which the timer has fired for `armed_at`.
     expect: u32,
+    /// The deadline the timer is armed for (ns on the service clock): the
+    /// sleep's own, or an earlier one its reset left behind (see the module
+    /// docs).
+    armed_at: u64,
+}
+
+impl Armed {
+    /// Fired for a deadline at or after `deadline`.
+    fn elapsed_for(&self, deadline: u64) -> bool {
+        deadline <= self.armed_at && reached(self.fired.count(), self.expect)
+    }
+
+    /// RESTARTs the timer for `deadline`.
+    fn restart(&mut self, deadline: u64) {
+        match self.timer.restart_at_nanos(deadline) {
+            Ok(Restart::Moved) => {}
+            // It had fired: that fire's one is (or is being) counted, and
+            // the new arming will add one more.
+            Ok(Restart::Rearmed) => self.expect = self.expect.wrapping_add(1),
+            Err(error) => panic!("tickwheel: Sleep::reset: {error}"),
+        }
+        self.armed_at = deadline;
+    }
 }
 
 impl Sleep {
@@ -153,17 +186,20 @@ impl Sleep {
     }
 
     /// `true` once the timer has fired for the current deadline (a sleep
-    /// never polled has not registered, and reads `false`).
+    /// never polled has not registered, and reads `false`; nor does one
+    /// reset later whose timer has fired only for its old deadline).
     pub fn is_elapsed(&self) -> bool {
         self.armed
             .as_ref()
-            .is_some_and(|armed| reached(armed.fired.count(), armed.expect))
+            .is_some_and(|armed| armed.elapsed_for(self.deadline))
     }
 
-    /// Moves the deadline to `deadline`, as a RESTART of the armed timer:
-    /// one CAS when it is still armed (moving later is the cheap path), a
-    /// new arming when it had fired. A sleep that had completed is pending
-    /// again until the new deadline.
+    /// Moves the deadline to `deadline`. Later than the deadline its timer
+    /// is armed for, it is only recorded: the timer fires for the old one,
+    /// wakes the task, and the poll arms it again for the rest (see the
+    /// module docs). Earlier, the armed timer is moved at once (a RESTART).
+    /// Either way a sleep that had completed is pending again until the new
+    /// deadline.
     ///
     /// # Panics
     /// After the service has shut down.
@@ -181,12 +217,8 @@ impl Sleep {
         let Some(armed) = self.armed.as_mut() else {
             return;
         };
-        match armed.timer.restart_at_nanos(deadline) {
-            Ok(Restart::Moved) => {}
-            // It had fired: that fire's one is (or is being) counted, and
-            // the new arming will add one more.
-            Ok(Restart::Rearmed) => armed.expect = armed.expect.wrapping_add(1),
-            Err(error) => panic!("tickwheel: Sleep::reset: {error}"),
+        if deadline < armed.armed_at {
+            armed.restart(deadline);
         }
     }
 
@@ -213,6 +245,7 @@ impl Sleep {
             timer,
             fired,
             expect: 1,
+            armed_at: self.deadline,
         });
     }
 }
@@ -222,17 +255,22 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let Some(armed) = &this.armed else {
+        let Some(armed) = &mut this.armed else {
             this.register(cx);
             return Poll::Pending;
         };
         if reached(armed.fired.count(), armed.expect) {
-            return Poll::Ready(());
+            if this.deadline <= armed.armed_at {
+                return Poll::Ready(());
+            }
+            // Fired for the deadline a later reset left behind: armed again
+            // for the sleep's own.
+            armed.restart(this.deadline);
         }
         armed.fired.register(cx.waker());
         // A fire between the check above and the registration woke the
         // waker stored before: look again (module docs of `waker_cell`).
-        if reached(armed.fired.count(), armed.expect) {
+        if armed.elapsed_for(this.deadline) {
             return Poll::Ready(());
         }
         Poll::Pending
