@@ -498,21 +498,39 @@ fn end_churn(config: &Config, record: &Record) -> Duration {
 
 // ---------------------------------------------------------------------------
 
-/// What a shape with real-time drivers prints where they are refused.
-const NOT_PERMITTED: &str = "tickwheel with real-time driver threads: not permitted here \
-                             (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1)\n";
-
-fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
-    reset_peak_rss();
+/// A `Driver::Threads` service (one shard per core) with drivers at
+/// `priority`; `Err` is what the shape prints where real-time drivers are
+/// refused.
+fn threads_service(config: &Config, priority: DriverPriority) -> Result<TimerService, String> {
     let built = TimerService::builder()
         .driver(Driver::Threads { pin: false })
         .lend_while_idle(config.lend)
         .driver_priority(priority)
         .build();
-    let service = match built {
-        Ok(service) => service,
-        Err(TimerError::DriverPriority) => return NOT_PERMITTED.to_owned(),
+    match built {
+        Ok(service) => Ok(service),
+        Err(TimerError::DriverPriority) => Err(
+            "tickwheel with real-time driver threads: not permitted here \
+             (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1)\n"
+                .to_owned(),
+        ),
         Err(other) => panic!("build the service: {other}"),
+    }
+}
+
+/// What a title says of the service's driver priority.
+fn priority_label(service: &TimerService) -> String {
+    match service.driver_priority() {
+        DriverPriority::RealTime(level) => format!(", drivers at SCHED_FIFO {level}"),
+        _ => String::new(),
+    }
+}
+
+fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
+    reset_peak_rss();
+    let service = match threads_service(config, priority) {
+        Ok(service) => service,
+        Err(refused) => return refused,
     };
     let record = Arc::new(Record::new(config.timers));
     let done = Arc::new(AtomicBool::new(false));
@@ -542,10 +560,7 @@ fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
         "tickwheel: Driver::Threads, {} shards{}{}",
         service.shard_count(),
         if config.lend { "" } else { ", not lent" },
-        match priority {
-            DriverPriority::RealTime(level) => format!(", drivers at SCHED_FIFO {level}"),
-            _ => String::new(),
-        }
+        priority_label(&service)
     );
     let run = Finished::new(churn_end, drained, stats, peaks);
     tickwheel_report(config, &service, &record, &title, run)
@@ -767,11 +782,7 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
              (service: Driver::Threads, {} shards{})",
             config.tokio_workers,
             service.shard_count(),
-            if service.driver_priority() == DriverPriority::Normal {
-                ""
-            } else {
-                ", drivers at SCHED_FIFO 1"
-            }
+            priority_label(service)
         ),
     };
     report(
@@ -1206,22 +1217,15 @@ fn main() {
             Impl::TickwheelPool => run_tickwheel_pool(&config),
             Impl::Tokio => run_tokio(&config, None),
             Impl::TickwheelSleepPool => run_sleep_pool(&config),
-            Impl::TickwheelSleep | Impl::TickwheelSleepRealtime => {
-                let built = TimerService::builder()
-                    .driver(Driver::Threads { pin: false })
-                    .lend_while_idle(config.lend)
-                    .driver_priority(if imp == Impl::TickwheelSleep {
-                        DriverPriority::Normal
-                    } else {
-                        DriverPriority::RealTime(1)
-                    })
-                    .build();
-                match built {
-                    Ok(service) => run_tokio(&config, Some(service)),
-                    Err(TimerError::DriverPriority) => NOT_PERMITTED.to_owned(),
-                    Err(other) => panic!("build the service: {other}"),
-                }
-            }
+            Impl::TickwheelSleep => threads_service(&config, DriverPriority::Normal).map_or_else(
+                |refused| refused,
+                |service| run_tokio(&config, Some(service)),
+            ),
+            Impl::TickwheelSleepRealtime => threads_service(&config, DriverPriority::RealTime(1))
+                .map_or_else(
+                    |refused| refused,
+                    |service| run_tokio(&config, Some(service)),
+                ),
         };
         print!("{text}");
     }

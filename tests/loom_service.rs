@@ -1291,6 +1291,14 @@ fn counting_waker() -> (std::task::Waker, std::sync::Arc<CountingWake>) {
     (count.clone().into(), count)
 }
 
+/// One poll of `sleep` by a task whose waker is `waker`.
+fn poll(sleep: &mut tickwheel::future::Sleep, waker: &std::task::Waker) -> std::task::Poll<()> {
+    std::future::Future::poll(
+        std::pin::Pin::new(sleep),
+        &mut std::task::Context::from_waker(waker),
+    )
+}
+
 /// A sleep polled on a new worker (a new waker) while its shard's owner
 /// fires it (`src/future/waker_cell.rs`): either that poll sees the fire
 /// (Ready) or the waker it left is woken. A lost wake (the owner woke the
@@ -1308,12 +1316,6 @@ fn sleep_poll_vs_fire_vs_waker_change() {
         let (first, _) = counting_waker();
         let (second, second_count) = counting_waker();
         let mut sleep = service.sleep(TICK);
-        let poll = |sleep: &mut tickwheel::future::Sleep, waker: &std::task::Waker| {
-            std::future::Future::poll(
-                std::pin::Pin::new(sleep),
-                &mut std::task::Context::from_waker(waker),
-            )
-        };
         assert!(poll(&mut sleep, &first).is_pending());
         let task = thread::spawn(move || {
             let polled = poll(&mut sleep, &second);
@@ -1349,12 +1351,6 @@ fn sleep_reset_later_vs_fire() {
         let (service, mut guard, clock) = service();
         let (waker, _) = counting_waker();
         let mut sleep = service.sleep(TICK);
-        let poll = |sleep: &mut tickwheel::future::Sleep, waker: &std::task::Waker| {
-            std::future::Future::poll(
-                std::pin::Pin::new(sleep),
-                &mut std::task::Context::from_waker(waker),
-            )
-        };
         assert!(poll(&mut sleep, &waker).is_pending());
         let task = {
             let waker = waker.clone();
