@@ -250,6 +250,8 @@ struct Record {
     churn_pairs: AtomicU64,
     stop_arming: AtomicBool,
     stop_churn: AtomicBool,
+    /// The probe's wake lateness, ns (see `end_churn`).
+    probe: std::sync::Mutex<Vec<i64>>,
 }
 
 impl Record {
@@ -264,6 +266,7 @@ impl Record {
             churn_pairs: AtomicU64::new(0),
             stop_arming: AtomicBool::new(false),
             stop_churn: AtomicBool::new(false),
+            probe: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -486,13 +489,31 @@ fn tickwheel_report(
     )
 }
 
-/// Sleeps until the churn's end, tells the arming and churn loops to stop,
+/// Waits for the churn's end, tells the arming and churn loops to stop,
 /// and returns when that was (since `record.t0`).
+///
+/// Meanwhile this thread is the run's probe: a plain thread at the
+/// process's priority that sleeps to a deadline 0.5 to 2 ms ahead, again
+/// and again, and records how late it wakes (`Record::probe`). That is the
+/// floor of any timer driven by a thread of its own (a driver thread at
+/// normal priority) under the same load: it cannot fire before the
+/// scheduler lets it run.
 fn end_churn(config: &Config, record: &Record) -> Duration {
-    let churn_end = Duration::from_secs_f64(config.seconds);
-    std::thread::sleep(churn_end.saturating_sub(record.t0.elapsed()));
+    let churn_end = record.t0 + Duration::from_secs_f64(config.seconds);
+    let mut rng = Rng::new(0x5EED);
+    let mut probe = Vec::with_capacity(16_384);
+    loop {
+        let now = Instant::now();
+        if now >= churn_end {
+            break;
+        }
+        let deadline = (now + Duration::from_micros(500 + rng.below(1_500))).min(churn_end);
+        std::thread::sleep(deadline.saturating_duration_since(now));
+        probe.push(Instant::now().duration_since(deadline).as_nanos() as i64);
+    }
     record.stop_arming.store(true, Ordering::Relaxed);
     record.stop_churn.store(true, Ordering::Relaxed);
+    *record.probe.lock().unwrap() = probe;
     record.t0.elapsed()
 }
 
@@ -1142,6 +1163,18 @@ fn report(
             ms(unfired_max_late)
         );
     }
+    let mut probe = record.probe.lock().unwrap().clone();
+    probe.sort_unstable();
+    let _ = writeln!(
+        w,
+        "probe, a plain thread sleeping to deadlines during the churn (the floor of a timer \
+         thread at normal priority), wake lateness ms: p50 {} p99 {} p99.9 {} max {} (over {} wakes)",
+        ms(pct(&probe, 50.0)),
+        ms(pct(&probe, 99.0)),
+        ms(pct(&probe, 99.9)),
+        ms(probe.last().copied().unwrap_or(0)),
+        probe.len()
+    );
     let _ = writeln!(
         w,
         "peak live timers (measured armed - fired, + churn in flight): {}",
@@ -1186,11 +1219,13 @@ fn report(
     );
     let _ = writeln!(
         w,
-        "row: | {title} | {by_churn_end} / {armed} | {unfired} | {} | {} | {} | {} | {} | {:.1} |",
+        "row: | {title} | {by_churn_end} / {armed} | {unfired} | {} | {} | {} | {} | {} / {} | {} | {:.1} |",
         ms(pct(&late, 50.0)),
         ms(pct(&late, 99.0)),
         ms(pct(&late, 99.9)),
         ms(late.last().copied().unwrap_or(0)),
+        ms(pct(&probe, 99.0)),
+        ms(probe.last().copied().unwrap_or(0)),
         stats.map_or("-".to_owned(), |s| s.slots.to_string()),
         hwm_kib.unwrap_or(0) as f64 / 1024.0,
     );

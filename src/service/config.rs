@@ -31,8 +31,10 @@ pub enum Driver {
 /// A shard's timers fire on its driver thread. With more busy threads than
 /// cores, a driver whose deadline has come waits for a scheduler slice
 /// behind them, and its timers fire that much late: `examples/churn_lateness.rs`
-/// (8 busy threads beside 2 drivers on 2 cores) measures a p99 lateness of
-/// milliseconds to tens of milliseconds at normal priority, about 1 ms with
+/// (4 busy churn threads and 4 arming threads beside 2 drivers on 2 cores)
+/// measures a p99 lateness of 2-4 ms at normal priority, where a plain
+/// thread sleeping to deadlines in the same run wakes up to about 1 ms late
+/// (p99) and the 1 ms tick adds up to one more, and about 1 ms with
 /// real-time drivers (`BENCHMARKS.md`). A driver at a real-time priority runs
 /// as soon as it wakes, ahead of every normal thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
