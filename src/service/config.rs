@@ -15,7 +15,9 @@ use std::sync::Arc as HookArc;
 pub enum Driver {
     /// One named thread per shard (`tickwheel-<n>`), tickless: it sleeps
     /// until its next deadline, is woken when a start lands earlier, and does
-    /// not wake at all while nothing is armed.
+    /// not wake at all while nothing is armed. On Linux each asks for no
+    /// timer slack, so its sleeps end at its deadlines rather than up to the
+    /// kernel's default 50 µs later.
     Threads {
         /// Pin shard `n`'s thread to CPU `n % cores` (Linux; ignored elsewhere).
         pin: bool,
