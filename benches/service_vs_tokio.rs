@@ -79,6 +79,13 @@
 //!   group's implementations alive at once and taking turns in ~100 ms
 //!   slices for 15 rounds; the ratio is the median of the per-round ratios,
 //!   so a drift of the machine's speed between rounds cancels out.
+//!   `cross_stop` also compares `tickwheel-embedded-cpu` with
+//!   `sharded-mutex-wheel-cpu`: the same two runs, the figure being the
+//!   process's CPU time per pair per thread instead of wall time. With
+//!   more threads than cores the ring is bound by CPU (neighbours share a
+//!   core, and a thread whose batch has not come yields), so that row says
+//!   how much work each implementation does per pair, apart from how the
+//!   scheduler happened to interleave the threads.
 //! * `wheel-per-worker`: a bare `Wheel` per worker, no lock: the ceiling.
 //! * `two-dependent-misses` (restart rows): no timer at all, only what
 //!   reaching a timer through the caller's handle and changing it in one
@@ -1431,9 +1438,18 @@ struct Contender {
 }
 
 fn on_threads<J: ThreadJob>(name: &'static str, workers: usize) -> Contender {
+    on_threads_measured::<J>(name, workers, Measure::Wall)
+}
+
+/// [`on_threads`], its figure taken as `measure` says.
+fn on_threads_measured<J: ThreadJob>(
+    name: &'static str,
+    workers: usize,
+    measure: Measure,
+) -> Contender {
     Contender {
         name,
-        pool: Box::new(ThreadPool::new::<J>(workers, Measure::Wall)),
+        pool: Box::new(ThreadPool::new::<J>(workers, measure)),
         iters: BATCH as u64,
         ns: Vec::new(),
     }
@@ -1693,11 +1709,22 @@ fn targets(pace: &Pace, only: Option<&str>) {
                     threads,
                 ),
                 on_tasks::<TokioCross>("tokio-sleep", threads),
+                on_threads_measured::<CrossJob<CrossEmbedded>>(
+                    "tickwheel-embedded-cpu",
+                    threads,
+                    Measure::Cpu,
+                ),
+                on_threads_measured::<CrossJob<CrossShardedMutex>>(
+                    "sharded-mutex-wheel-cpu",
+                    threads,
+                    Measure::Cpu,
+                ),
             ],
             &[
                 target("tickwheel-embedded", "sharded-mutex-wheel", 1.0),
                 beside("tickwheel-embedded", "sharded-mutex-wheel+clock"),
                 beside("tickwheel-embedded", "tokio-sleep"),
+                beside("tickwheel-embedded-cpu", "sharded-mutex-wheel-cpu"),
             ],
             pace,
         );
