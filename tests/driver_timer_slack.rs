@@ -2,7 +2,7 @@
 //! sleeps end at the deadlines they asked for rather than up to 50 µs
 //! later (`src/service/driver.rs`, `no_timer_slack`). A process of its own:
 //! it counts every driver thread it can see.
-#![cfg(all(target_os = "linux", not(any(loom, shuttle))))]
+#![cfg(all(target_os = "linux", not(any(loom, shuttle, miri))))]
 
 use std::time::{Duration, Instant};
 

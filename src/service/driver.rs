@@ -611,7 +611,8 @@ impl Linger {
 /// 1 ms ticks) fired with a p50 lateness of 0.53 ms instead of 0.58-0.60
 /// and a p99 of 1.01 instead of 1.08 (half a tick is the floor of the p50,
 /// a tick that of the maximum). A real-time thread has no slack anyway.
-#[cfg(all(target_os = "linux", not(any(loom, shuttle))))]
+/// (Not under miri, which cannot make the call.)
+#[cfg(all(target_os = "linux", not(any(loom, shuttle, miri))))]
 fn no_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes a value and changes only the calling
     // thread's slack; no memory is passed.
@@ -627,7 +628,7 @@ fn no_timer_slack() {
     }
 }
 
-#[cfg(not(all(target_os = "linux", not(any(loom, shuttle)))))]
+#[cfg(not(all(target_os = "linux", not(any(loom, shuttle, miri)))))]
 fn no_timer_slack() {}
 
 #[cfg(target_os = "linux")]
