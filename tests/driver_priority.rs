@@ -8,24 +8,13 @@ use std::time::Duration;
 
 use tickwheel::{Driver, DriverPriority, TimerError, TimerService};
 
+#[path = "common/driver_threads.rs"]
+mod driver_threads;
+use driver_threads::driver_threads;
+
 /// Set in the child process that `a_refused_priority_leaves_nothing_running`
 /// runs as an unprivileged user.
 const CHILD: &str = "TICKWHEEL_PRIORITY_CHILD";
-
-/// The thread ids of this process's driver threads (named `tickwheel-<n>`).
-fn driver_threads() -> Vec<i32> {
-    let mut tids = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").expect("procfs") {
-        let task = task.expect("a task entry");
-        let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else {
-            continue; // the thread ended meanwhile
-        };
-        if name.starts_with("tickwheel-") {
-            tids.push(task.file_name().to_string_lossy().parse().expect("a tid"));
-        }
-    }
-    tids
-}
 
 /// No driver thread now, nor a moment later: a driver thread is named by
 /// itself once it runs, so a thread just spawned may not show its name yet.

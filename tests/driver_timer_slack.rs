@@ -8,26 +8,20 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{Driver, TimerService};
 
-/// The thread id and timer slack (ns) of each driver thread (threads
-/// named `tickwheel-<n>`).
-fn driver_slacks() -> Vec<(String, u64)> {
-    let mut slacks = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").expect("procfs") {
-        let task = task.expect("a task entry");
-        let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else {
-            continue; // the thread ended meanwhile
-        };
-        if !name.starts_with("tickwheel-") {
-            continue;
-        }
-        let tid = task.file_name().to_string_lossy().into_owned();
-        // Per thread at /proc/<tid> (there is no task/<tid>/timerslack_ns).
-        let Ok(slack) = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns")) else {
-            continue;
-        };
-        slacks.push((tid, slack.trim().parse().expect("a number of ns")));
-    }
-    slacks
+#[path = "common/driver_threads.rs"]
+mod driver_threads;
+use driver_threads::driver_threads;
+
+/// The thread id and timer slack (ns) of each driver thread.
+fn driver_slacks() -> Vec<(i32, u64)> {
+    driver_threads()
+        .into_iter()
+        .filter_map(|tid| {
+            // Per thread at /proc/<tid> (there is no task/<tid>/timerslack_ns).
+            let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns")).ok()?;
+            Some((tid, slack.trim().parse().expect("a number of ns")))
+        })
+        .collect()
 }
 
 #[test]
