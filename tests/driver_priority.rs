@@ -16,13 +16,23 @@ use driver_threads::driver_threads;
 /// runs as an unprivileged user.
 const CHILD: &str = "TICKWHEEL_PRIORITY_CHILD";
 
-/// No driver thread now, nor a moment later: a driver thread is named by
-/// itself once it runs, so a thread just spawned may not show its name yet.
-/// (A dropped or refused service has joined its threads before it returns.)
+/// No driver thread within a second, nor a moment after. A dropped or
+/// refused service has joined its threads before it returns, but a joined
+/// thread's `/proc/self/task` entry can outlive the join by a moment (the
+/// kernel wakes the joiner as the thread exits, before it removes the
+/// entry: about one run in thirty saw it), so the first look waits for
+/// it; a thread left running never goes. The second look catches a thread
+/// spawned but not yet named (a driver names itself once it runs).
 fn no_driver_threads_left() -> bool {
-    let gone = driver_threads().is_empty();
+    let waited = std::time::Instant::now();
+    while !driver_threads().is_empty() {
+        if waited.elapsed() > Duration::from_secs(1) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     std::thread::sleep(Duration::from_millis(100));
-    gone && driver_threads().is_empty()
+    driver_threads().is_empty()
 }
 
 /// How many threads this process has.
