@@ -210,9 +210,9 @@ fn a_changed_waker_is_the_one_woken() {
     assert_eq!(poll_once(&mut sleep, &second), Poll::Ready(()));
 }
 
-/// A sleep's shared record (fire count and waker) is kept by its thread
-/// when the sleep is dropped and used again by the next one: the next
-/// sleep must start from nothing (no fire counted, no old waker).
+/// A dropped sleep's timer slot is freed and used again by the next sleep
+/// (the owner's free slots): the next sleep must start from nothing (not
+/// fired, no old waker).
 #[test]
 fn a_record_used_again_carries_nothing_over() {
     let (service, mut guard, clock) = manual();
@@ -248,6 +248,40 @@ fn a_record_used_again_carries_nothing_over() {
         woken_before,
         "an old sleep's waker woken by a new sleep's fire"
     );
+}
+
+/// The timer's callback holds a clone of the waker: a waker replaced while
+/// the timer is armed, and the last one when the sleep is dropped, are
+/// given back (no clone kept alive by a stopped timer), and a waker that
+/// changes after a later reset's early fire is the one the rest wakes.
+#[test]
+fn replaced_wakers_are_released_and_the_newest_is_woken() {
+    let (service, mut guard, clock) = manual();
+    let (first, first_count) = unpark_waker();
+    let (second, second_count) = unpark_waker();
+    // Beyond the test's own `Arc` and its `Waker`.
+    let clones = |count: &Arc<Unpark>| Arc::strong_count(count) - 2;
+    let mut sleep = service.sleep(Duration::from_millis(10));
+    assert_eq!(poll_once(&mut sleep, &first), Poll::Pending);
+    assert_eq!(clones(&first_count), 1, "the armed timer holds a clone");
+    assert_eq!(poll_once(&mut sleep, &second), Poll::Pending);
+    assert_eq!(clones(&first_count), 0, "the replaced timer kept its waker");
+    assert_eq!(clones(&second_count), 1);
+    // Later: fires for the old deadline (waking `second`), then a poll with
+    // `first` re-arms for the rest on a new timer that wakes `first`.
+    sleep.reset_after(Duration::from_millis(30));
+    clock.advance(Duration::from_millis(12));
+    guard.poll().unwrap();
+    assert_eq!(second_count.wakes.load(Ordering::SeqCst), 1);
+    assert_eq!(poll_once(&mut sleep, &first), Poll::Pending);
+    assert_eq!(clones(&second_count), 0);
+    clock.advance(Duration::from_millis(20));
+    guard.poll().unwrap();
+    assert_eq!(first_count.wakes.load(Ordering::SeqCst), 1);
+    assert_eq!(second_count.wakes.load(Ordering::SeqCst), 1);
+    assert_eq!(poll_once(&mut sleep, &first), Poll::Ready(()));
+    drop(sleep);
+    assert_eq!(clones(&first_count), 0, "a dropped sleep kept its waker");
 }
 
 #[test]

@@ -1300,15 +1300,16 @@ fn poll(sleep: &mut tickwheel::future::Sleep, waker: &std::task::Waker) -> std::
 }
 
 /// A sleep polled on a new worker (a new waker) while its shard's owner
-/// fires it (`src/future/waker_cell.rs`): either that poll sees the fire
-/// (Ready) or the waker it left is woken. A lost wake (the owner woke the
-/// old waker, or found the cell busy and nobody woke the new one) leaves
-/// the task asleep for ever. Fails ("never woken") with the re-check of
-/// the fire count after registering removed (`Sleep::poll`). Passes with
-/// the registering poll's hand-back removed (`WakerCell::register`): the
-/// fire counts before it wakes, so the re-check sees any fire whose wake
-/// met a registering poll; the hand-back is kept for the cell's own
-/// contract (a wake is never dropped), which the re-check does not need.
+/// fires it (`src/future/sleep.rs`): the poll's STOP of the old timer
+/// decides. Either that poll sees the fire (Ready), or it armed a new
+/// timer whose callback holds the new waker, which the owner's next poll
+/// fires and wakes. A lost wake (the owner woke only the old waker) leaves
+/// the task asleep for ever. Fails ("never woken") when a poll with a
+/// changed waker keeps the old timer instead of stopping and replacing
+/// it. Passes when a poll that lost the STOP to the fire (the fire's CAS
+/// came first) arms a new timer anyway instead of completing: a spare
+/// timer for a passed deadline, fired at the owner's next poll, is
+/// wasteful but not wrong.
 #[test]
 fn sleep_poll_vs_fire_vs_waker_change() {
     model("sleep_poll_vs_fire_vs_waker_change", || {
@@ -1326,14 +1327,55 @@ fn sleep_poll_vs_fire_vs_waker_change() {
         clock.advance(TICK * 10);
         guard.poll().unwrap();
         let (polled, sleep) = task.join().unwrap();
+        // The owner polls on (a timer the task armed after the poll above
+        // took in its queue fires now).
+        guard.poll().unwrap();
         if polled.is_pending() {
             assert!(
                 second_count.0.load(SeqCst) >= 1,
                 "the task's current waker was never woken"
             );
         }
-        assert!(sleep.is_elapsed());
+        assert!(sleep.is_elapsed(), "elapsed");
         drop(sleep);
+    });
+}
+
+/// An interval ticking on a new worker (a new waker) while its shard's
+/// owner fires the periodic timer (`src/future/waker_cell.rs`): either
+/// that poll sees the fire counted (a tick), or the waker it registered is
+/// woken. A lost wake (the owner woke the old waker, or found the cell
+/// busy and nobody woke the new one) leaves the task asleep for ever.
+/// Fails ("never woken") with the re-read of the fire count after
+/// registering removed (`Interval::poll_tick`).
+#[test]
+fn interval_poll_vs_fire_vs_waker_change() {
+    model("interval_poll_vs_fire_vs_waker_change", || {
+        let (service, mut guard, clock) = service();
+        let (first, _) = counting_waker();
+        let (second, second_count) = counting_waker();
+        let start = std::time::Instant::now() + TICK * 4;
+        let mut every = service.interval_at(start, TICK * 4);
+        let mut tick = |interval: &mut tickwheel::future::Interval, waker| {
+            interval.poll_tick(&mut std::task::Context::from_waker(waker))
+        };
+        assert!(tick(&mut every, &first).is_pending());
+        let task = thread::spawn(move || {
+            let polled = every.poll_tick(&mut std::task::Context::from_waker(&second));
+            (polled, every)
+        });
+        thread::yield_now();
+        clock.advance(TICK * 10);
+        guard.poll().unwrap();
+        let (polled, mut every) = task.join().unwrap();
+        if polled.is_pending() {
+            assert!(
+                second_count.0.load(SeqCst) >= 1,
+                "the task's current waker was never woken"
+            );
+            assert!(tick(&mut every, &first).is_ready(), "woken for no tick");
+        }
+        drop(every);
     });
 }
 

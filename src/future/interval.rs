@@ -19,7 +19,7 @@ use std::future::poll_fn;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::sleep::Fired;
+use super::fired::Fired;
 use crate::service::ServiceRef;
 use crate::sync::Arc;
 use crate::{Timer, TimerSpec};

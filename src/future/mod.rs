@@ -45,6 +45,7 @@
 //! # Ok::<(), tickwheel::TimerError>(())
 //! ```
 
+mod fired;
 #[cfg(feature = "hyper")]
 mod hyper;
 mod interval;

@@ -9,33 +9,35 @@
 //!   (`ServiceRef`, counted per shard as a `Timer` handle is): like a
 //!   handle, it keeps the service's memory, not the service running. The
 //!   first poll hands that count to the timer's handle.
-//! * The timer's callback and the future share one small [`Fired`] record
-//!   (an `Arc`, so the callback's capture is 8 bytes and lives inline in the
-//!   timer's slot): a count of fires and the task's waker. The callback,
-//!   on the owner's thread, adds one to the count and then wakes the waker.
-//! * A record is the sleep's alone until its registration hands a clone to
-//!   the callback, so the first waker is stored without an atomic; when the
-//!   sleep goes and the callback has gone too (stopped or fired on this
-//!   thread's shard: the owner drops a callback at once), nothing else can
-//!   reach the record, and the thread keeps it, as new, for its next sleep
-//!   (`Fired::give_back`; `tests/futures.rs::a_record_used_again_carries_nothing_over`).
-//! * The future completes when the count reaches `expect`, the number of
-//!   fires it is waiting for, and the timer was armed for a deadline at or
-//!   after the sleep's (`Armed::armed_at`). A restart that moves the armed
-//!   timer (`Restart::Moved`) leaves `expect` alone (no fire happened for
-//!   the old deadline); one that re-arms a timer that had fired
-//!   (`Restart::Rearmed`) adds one, for the fire that happened (or whose
-//!   callback is still adding its one). One-shot timers run their callback
-//!   exactly once per arming, so the count never overshoots.
+//! * The timer's callback owns a clone of the task's waker, inline in the
+//!   timer's slot (16 bytes), and wakes it when the timer fires: there is
+//!   no record shared between the callback and the future, so a sleep
+//!   costs no allocation and no reference count of its own (`owner_ops
+//!   sleep-poll-drop`, `service_vs_tokio/sleep_poll_drop`).
+//! * Whether the timer has fired is its state word (`FIRED`, set by the
+//!   owner's CAS before the callback runs, and kept while the handle
+//!   holds the slot). A poll reads it: fired, the sleep completes if the
+//!   timer was armed for a deadline at or after the sleep's
+//!   (`Armed::armed_at`); not fired, the callback will wake the waker it
+//!   holds, so the poll only checks that this is the waker it was given
+//!   now (the same data and vtable, as `Waker::will_wake`; the callback's
+//!   clone keeps that data alive while the handle holds the slot, so the
+//!   address cannot be another waker's).
+//! * A different waker (the task moved, or a combinator polls with its
+//!   own) replaces the timer: a STOP of the old one decides the race with
+//!   its fire. `Cancelled`: its callback will never run, and a new timer
+//!   carries the new waker. Otherwise it fired (or its callback runs now),
+//!   and the poll goes on as for a fired timer. loom:
+//!   `sleep_poll_vs_fire_vs_waker_change` (`tests/loom_service.rs`).
 //! * A reset to a later deadline touches only the sleep: it records the
 //!   deadline and leaves the timer where it is (an idle timeout reset per
 //!   packet would otherwise reach its timer's slot, a second cache line,
 //!   every time: `cargo bench --bench service_vs_tokio -- targets
 //!   sleep_reset`). When that timer fires, for the old deadline, the task
-//!   is woken and its poll arms the timer again for the rest, as tokio
-//!   files a later deadline again when its old one comes: one early wake
-//!   per idle period instead of a restart per reset. A reset to an earlier
-//!   deadline moves the timer at once.
+//!   is woken and its poll re-arms the timer (a RESTART) for the rest, as
+//!   tokio files a later deadline again when its old one comes: one early
+//!   wake per idle period instead of a restart per reset. A reset to an
+//!   earlier deadline moves the timer at once.
 //!
 //! Registration happens on the first poll: a future dropped unpolled arms
 //! nothing. The deadline is fixed when the future is made (`sleep(d)` is
@@ -50,73 +52,11 @@ use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::waker_cell::WakerCell;
 use crate::service::ServiceRef;
-use crate::sync::{Arc, AtomicU32, Ordering};
-use crate::{Restart, Timer};
-
-/// What a timer's callback and its future share.
-pub(crate) struct Fired {
-    /// Callback runs so far (wrapping).
-    count: AtomicU32,
-    waker: WakerCell,
-}
-
-impl Fired {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Fired {
-            count: AtomicU32::new(0),
-            waker: WakerCell::new(),
-        })
-    }
-
-    /// A record for a new registration: one this thread's sleeps gave back
-    /// (`give_back`), else a new one.
-    fn take() -> Arc<Self> {
-        spare::take().unwrap_or_else(Fired::new)
-    }
-
-    /// Keeps `fired` for this thread's next registration if nothing else
-    /// holds it (the timer's callback was dropped: stopped or fired on this
-    /// thread's shard), as new; else lets it go. Saves a sleep's allocation
-    /// and free: 941 -> 843 instructions for a sleep made, polled once and
-    /// dropped on its shard's owner (`owner_ops sleep-poll-drop` under
-    /// callgrind).
-    fn give_back(mut fired: Arc<Self>) {
-        let Some(only) = Arc::get_mut(&mut fired) else {
-            return;
-        };
-        // The old waker is dropped here, before the spares are borrowed: it
-        // may own a task whose drop gives back a sleep of its own.
-        *only = Fired {
-            count: AtomicU32::new(0),
-            waker: WakerCell::new(),
-        };
-        spare::keep(fired);
-    }
-
-    /// The callback side: one more fire (`ticks` periods), then the wake.
-    pub(crate) fn fire(&self, ticks: u32) {
-        self.count.fetch_add(ticks, Ordering::Release);
-        self.waker.wake();
-    }
-
-    pub(crate) fn count(&self) -> u32 {
-        self.count.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn register(&self, waker: &std::task::Waker) {
-        self.waker.register(waker);
-    }
-}
-
-/// `count` has reached `expect` (counts wrap; they never get 2^31 apart).
-pub(crate) fn reached(count: u32, expect: u32) -> bool {
-    (count.wrapping_sub(expect) as i32) >= 0
-}
+use crate::{Stop, Timer};
 
 /// A future that completes once its deadline has passed: see
 /// [`TimerService::sleep`](crate::TimerService::sleep).
@@ -125,8 +65,9 @@ pub(crate) fn reached(count: u32, expect: u32) -> bool {
 /// stops its timer.
 ///
 /// # Panics
-/// A poll after the service has shut down panics: the sleep could never
-/// complete.
+/// A poll after the service has shut down panics when the sleep would
+/// need a new timer (its first poll, or a poll with a different waker or
+/// after a later reset): the sleep could never complete.
 #[must_use = "a sleep does nothing unless awaited or polled"]
 pub struct Sleep {
     /// The service. Counted (as a `Timer` handle is) while the sleep is not
@@ -142,29 +83,31 @@ pub struct Sleep {
 
 struct Armed {
     timer: Timer,
-    fired: Arc<Fired>,
-    /// The fire count at which the timer has fired for `armed_at`.
-    expect: u32,
+    /// The waker the timer's callback wakes, by identity: its data and
+    /// vtable addresses (see the module docs for why comparing them is
+    /// sound).
+    waker: (usize, usize),
     /// The deadline the timer is armed for (ns on the service clock): the
     /// sleep's own, or an earlier one its reset left behind (see the module
     /// docs).
     armed_at: u64,
 }
 
+/// A waker's identity: what `Waker::will_wake` compares.
+fn identity(waker: &Waker) -> (usize, usize) {
+    (waker.data() as usize, waker.vtable() as *const _ as usize)
+}
+
 impl Armed {
     /// Fired for a deadline at or after `deadline`.
     fn elapsed_for(&self, deadline: u64) -> bool {
-        deadline <= self.armed_at && reached(self.fired.count(), self.expect)
+        deadline <= self.armed_at && self.timer.has_fired()
     }
 
     /// RESTARTs the timer for `deadline`.
     fn restart(&mut self, deadline: u64) {
-        match self.timer.restart_at_nanos(deadline) {
-            Ok(Restart::Moved) => {}
-            // It had fired: that fire's one is (or is being) counted, and
-            // the new arming will add one more.
-            Ok(Restart::Rearmed) => self.expect = self.expect.wrapping_add(1),
-            Err(error) => panic!("tickwheel: Sleep::reset: {error}"),
+        if let Err(error) = self.timer.restart_at_nanos(deadline) {
+            panic!("tickwheel: Sleep::reset: {error}");
         }
         self.armed_at = deadline;
     }
@@ -222,31 +165,39 @@ impl Sleep {
         }
     }
 
-    fn register(&mut self, cx: &mut Context<'_>) {
-        let mut fired = Fired::take();
-        // The waker first, while the record is this sleep's alone (no
-        // atomic): the timer may fire on its owner before `schedule`
-        // returns.
-        Arc::get_mut(&mut fired)
-            .expect("a record just taken is the sleep's alone")
-            .waker
-            .set(cx.waker());
-        let for_callback = fired.clone();
+    /// The first poll: a timer for the deadline whose callback wakes a
+    /// clone of `waker`.
+    fn register(&mut self, waker: &Waker) {
+        let for_callback = waker.clone();
         // SAFETY: the sleep is not registered, so `service` holds its count,
         // which the timer's handle takes over here (`armed` is set next, and
         // nothing between can unwind: `Drop` then leaves the count to the
         // handle).
         let started = unsafe {
             self.service
-                .start_at_nanos_taking_count(self.deadline, move |_| for_callback.fire(1))
+                .start_at_nanos_taking_count(self.deadline, move |_| for_callback.wake_by_ref())
         };
         let timer = started.unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}"));
         self.armed = Some(Armed {
             timer,
-            fired,
-            expect: 1,
+            waker: identity(waker),
             armed_at: self.deadline,
         });
+    }
+
+    /// A registered sleep's timer is to wake `waker` for the deadline from
+    /// now on: a new timer replaces the old one, whose handle is dropped
+    /// (the caller has stopped it, or it has fired).
+    fn replace(&mut self, waker: &Waker) {
+        let for_callback = waker.clone();
+        let started = self
+            .service
+            .start_at_nanos(self.deadline, move |_| for_callback.wake_by_ref());
+        let timer = started.unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}"));
+        let armed = self.armed.as_mut().expect("a registered sleep");
+        armed.timer = timer;
+        armed.waker = identity(waker);
+        armed.armed_at = self.deadline;
     }
 }
 
@@ -256,22 +207,34 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let Some(armed) = &mut this.armed else {
-            this.register(cx);
+            this.register(cx.waker());
             return Poll::Pending;
         };
-        if reached(armed.fired.count(), armed.expect) {
-            if this.deadline <= armed.armed_at {
-                return Poll::Ready(());
+        let same_waker = armed.waker == identity(cx.waker());
+        if !armed.timer.has_fired() {
+            if same_waker {
+                // Its fire will wake this waker.
+                return Poll::Pending;
             }
-            // Fired for the deadline a later reset left behind: armed again
-            // for the sleep's own.
-            armed.restart(this.deadline);
+            // The STOP decides the race with the fire (module docs).
+            match armed.timer.stop() {
+                Stop::Cancelled | Stop::Inactive => {
+                    this.replace(cx.waker());
+                    return Poll::Pending;
+                }
+                Stop::Fired | Stop::Running => {}
+            }
         }
-        armed.fired.register(cx.waker());
-        // A fire between the check above and the registration woke the
-        // waker stored before: look again (module docs of `waker_cell`).
-        if armed.elapsed_for(this.deadline) {
+        // Fired, for the deadline it was armed for.
+        if this.deadline <= armed.armed_at {
             return Poll::Ready(());
+        }
+        // Fired for the deadline a later reset left behind: armed again for
+        // the sleep's own, waking this waker.
+        if same_waker {
+            armed.restart(this.deadline);
+        } else {
+            this.replace(cx.waker());
         }
         Poll::Pending
     }
@@ -283,58 +246,11 @@ impl Drop for Sleep {
             // SAFETY: not registered, so `service` still holds its count;
             // it is not used after.
             None => unsafe { ManuallyDrop::drop(&mut self.service) },
-            // A registered sleep's count goes with its timer's handle.
-            Some(Armed { timer, fired, .. }) => {
-                drop(timer); // a STOP
-                Fired::give_back(fired);
-            }
+            // A registered sleep's count goes with its timer's handle; the
+            // drop is a STOP.
+            Some(armed) => drop(armed),
         }
     }
-}
-
-/// Each thread's spare [`Fired`] records. Not under loom or shuttle: a
-/// record kept by one model execution must not reach the next.
-#[cfg(not(any(loom, shuttle)))]
-mod spare {
-    use std::cell::RefCell;
-
-    use super::Fired;
-    use crate::sync::Arc;
-
-    /// Enough for a worker's burst of sleeps made and dropped; 48 bytes each.
-    const MAX: usize = 64;
-
-    std::thread_local! {
-        static SPARE: RefCell<Vec<Arc<Fired>>> = const { RefCell::new(Vec::new()) };
-    }
-
-    pub(super) fn take() -> Option<Arc<Fired>> {
-        SPARE
-            .try_with(|spare| spare.borrow_mut().pop())
-            .ok()
-            .flatten()
-    }
-
-    pub(super) fn keep(fired: Arc<Fired>) {
-        let _ = SPARE.try_with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < MAX {
-                spare.push(fired);
-            }
-        });
-    }
-}
-
-#[cfg(any(loom, shuttle))]
-mod spare {
-    use super::Fired;
-    use crate::sync::Arc;
-
-    pub(super) fn take() -> Option<Arc<Fired>> {
-        None
-    }
-
-    pub(super) fn keep(_: Arc<Fired>) {}
 }
 
 impl fmt::Debug for Sleep {

@@ -1,6 +1,8 @@
 //! One task's waker, shared between the future that stores it (any thread
 //! that polls the task) and the timer's callback that wakes it (the shard's
-//! owner thread).
+//! owner thread): an [`Interval`](super::Interval)'s (`fired.rs`). A
+//! `Sleep` needs none: its timer's callback holds the waker itself, and a
+//! changed waker gets a new timer (`sleep.rs`).
 //!
 //! # Who owns the waker when
 //!
@@ -17,13 +19,13 @@
 //!
 //! So a wake is never lost: either the waker the firing side takes is the
 //! latest one, or the registering poll learns of the wake from the failed
-//! CAS and wakes the waker it just stored. The future then re-checks its
-//! fire count after registering (`Sleep::poll`), which closes the other
-//! window: a fire that completed before the registration began left the
-//! count, not a waker; because a fire counts before it wakes, that
-//! re-check also sees any fire whose wake met a registering poll. loom:
-//! `sleep_poll_vs_fire_vs_waker_change` (`tests/loom_service.rs`), which
-//! fails without the re-check.
+//! CAS and wakes the waker it just stored. The future then re-reads its
+//! fire count after registering (`Interval::poll_tick`), which closes the
+//! other window: a fire that completed before the registration began left
+//! the count, not a waker; because a fire counts before it wakes, that
+//! re-read also sees any fire whose wake met a registering poll. loom:
+//! `interval_poll_vs_fire_vs_waker_change` (`tests/loom_service.rs`),
+//! which fails without the re-read.
 //!
 //! The same protocol as `futures`' `AtomicWaker`, written against
 //! `crate::sync` so that loom and shuttle see it.
@@ -53,14 +55,6 @@ impl WakerCell {
             state: AtomicUsize::new(IDLE),
             waker: UnsafeCell::new(None),
         }
-    }
-
-    /// Stores `waker` in a cell no other thread can reach yet (`&mut`): the
-    /// first registration, before the timer's callback holds the record,
-    /// needs no atomic.
-    pub(crate) fn set(&mut self, waker: &Waker) {
-        // SAFETY: `&mut self`: nobody else can touch the slot.
-        unsafe { self.waker.with_mut(|slot| *slot = Some(waker.clone())) };
     }
 
     /// Stores `waker` (the poll side). Keeps the stored one when it would

@@ -603,6 +603,12 @@ impl Inner {
         Ok(unsafe { target.linked_deadline(slot, word) })
     }
 
+    /// `true` when the held timer `id`'s word says its last arming fired.
+    #[inline]
+    pub(crate) fn has_fired(&self, id: TimerId) -> bool {
+        self.held(id).is_some_and(|(_, word)| word.arm() == FIRED)
+    }
+
     pub(crate) fn is_armed(&self, id: TimerId) -> bool {
         !self.is_shut_down() && self.live(id).is_some_and(|(_, word)| word.is_armed())
     }

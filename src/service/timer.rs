@@ -335,6 +335,14 @@ impl Timer {
         ))
     }
 
+    /// `true` once the timer's last arming has fired (its callback may
+    /// still be running): until a RESTART re-arms it (a sleep's poll,
+    /// `future/sleep.rs`).
+    #[inline]
+    pub(crate) fn has_fired(&self) -> bool {
+        self.inner().has_fired(self.id)
+    }
+
     /// `true` while the timer is armed.
     pub fn is_armed(&self) -> bool {
         self.inner().is_armed(self.id)
@@ -465,6 +473,19 @@ impl ServiceRef {
         let (id, _) = self.inner().start_at_nanos(nanos, callback)?;
         Ok(Timer {
             inner: self.inner,
+            id,
+        })
+    }
+
+    /// START of a one-shot timer due at `nanos` on the service clock, with
+    /// a handle counted as any other (a sleep replacing its timer).
+    pub(crate) fn start_at_nanos<F>(&self, nanos: u64, callback: F) -> Result<Timer, TimerError>
+    where
+        F: FnMut(&mut Expiry<'_>) + Send + 'static,
+    {
+        let (id, shard) = self.inner().start_at_nanos(nanos, callback)?;
+        Ok(Timer {
+            inner: count(self.inner, shard),
             id,
         })
     }
