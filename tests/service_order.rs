@@ -69,6 +69,18 @@ fn an_owners_start_does_not_overtake_an_earlier_remote_start() {
     assert_eq!(order, ["remote", "owner"]);
 }
 
+/// The owner's START is linked only when something else needs the wheel
+/// (`shard.rs`, "An owner's START"): a remote START made after it, taken in
+/// first at the poll, must still fire after it.
+#[test]
+fn a_later_remote_start_does_not_overtake_an_owners_start_not_yet_linked() {
+    let order = remote_then_owner(
+        |service, log| Some(service.start(5 * MS, logger(log, "owner")).unwrap()),
+        |_, _, _| {},
+    );
+    assert_eq!(order, ["owner", "remote"]);
+}
+
 #[test]
 fn an_owners_restart_does_not_overtake_an_earlier_remote_start() {
     let order = remote_then_owner(

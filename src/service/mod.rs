@@ -14,7 +14,9 @@
 //!   restart: CAS -> ARMED, seq+1, write a        poll(now): pop due slots,
 //!            proxy slot, push the proxy             CAS ARMED -> FIRED|RUNNING, run callback,
 //!                                                   clear RUNNING (or re-arm periodic)
-//!                                                own START/STOP: applied at once
+//!                                                own START: pending, linked when the
+//!                                                  wheel is next needed (`shard.rs`)
+//!                                                own STOP: applied at once
 //!                                                own RESTART of an armed timer: the
 //!                                                  word read, no CAS (`shard.rs`)
 //! ```

@@ -262,12 +262,13 @@ impl Inner {
         };
         // SAFETY: this thread holds the shard's claim (`owns`). The slot
         // was just published by this thread and no other thread has its
-        // id yet, so its word is the one `publish` stored: it is linked
+        // id yet, so its word is the one `publish` stored: it is filed
         // without `reconcile`'s second lookup and re-reading of it (an
-        // owner's START + cancel: 850 -> 791 instructions).
+        // owner's START + cancel: 850 -> 791 instructions), as the shard's
+        // pending START (`Shard::start_owned`).
         unsafe {
             let arm = message.arm.expect("a START arms");
-            target.link(self, slot, message.index, arm);
+            target.start_owned(self, slot, message.index, arm);
         }
         TimerId::new(message.index, message.gen, self.tag)
     }

@@ -88,6 +88,10 @@ impl Shard {
     pub(crate) unsafe fn poll(&self, inner: &Arc<Inner>, shard: usize, mut now: u64) -> Polled {
         let mut polled = Polled::default();
         let mut pass_begun = false;
+        // Armed before this poll: linked before its pass begins (a timer
+        // armed for a reached tick during a pass waits for the next one).
+        // SAFETY: the caller owns the shard.
+        unsafe { self.flush_pending(inner) };
         loop {
             // Remote entries and expiries take turns, at most `BATCH` of each, so
             // that remote churn can delay firing by one batch at most, never
@@ -114,7 +118,7 @@ impl Shard {
             }
             if fired_here < BATCH && !more_messages {
                 unsafe { self.core(|core| core.wheel.end_pass()) };
-                unsafe { self.publish_counters(None) };
+                unsafe { self.publish_counters(inner, false) };
                 return polled;
             }
             // The poll goes on while more is due or entries it took in are
@@ -303,17 +307,18 @@ impl Shard {
             // hold the owner here (CONTRACT 20;
             // `tests/service_due.rs::poll_due_takes_in_one_snapshot_of_the_queue_not_a_flood`).
             unsafe { self.catch_up(inner) };
+            unsafe { self.flush_pending(inner) };
             unsafe { self.core(|core| core.wheel.begin_pass()) };
         }
         loop {
             let due = unsafe { self.pop_due(inner, now) };
             let Some((index, deadline)) = due else {
                 unsafe { self.core(|core| core.wheel.end_pass()) };
-                unsafe { self.publish_counters(None) };
+                unsafe { self.publish_counters(inner, false) };
                 return None;
             };
             if let Some(fired) = unsafe { self.fire(inner, index, deadline, now) } {
-                unsafe { self.publish_counters(None) };
+                unsafe { self.publish_counters(inner, false) };
                 return Some(fired);
             }
         }
