@@ -218,6 +218,19 @@ impl Shard {
             let Some((slot, index)) = (unsafe { self.next_entry(inner, true) }) else {
                 return false;
             };
+            // The common entry first, without `apply_entry`'s general
+            // path: a STOP that left the slot to this owner alone (see
+            // `apply_one`), with no revived START waiting for it.
+            let seen = slot.load(Ordering::Acquire);
+            if !seen.is(FRESH)
+                && seen.is_reclaimable_but_queued()
+                && unsafe { self.core(|core| core.deferred.is_empty()) }
+            {
+                // SAFETY: forwarded; the word is reclaimable but for
+                // `QUEUED`, which the freeing store clears.
+                unsafe { self.settle(inner, slot, index, seen.without(QUEUED)) };
+                continue;
+            }
             unsafe { self.apply_entry(inner, slot, index) };
         }
         // Entries pushed since the take wait for the next one: those the
