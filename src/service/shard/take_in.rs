@@ -63,11 +63,12 @@ impl Shard {
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core; the
-    /// slot was just taken off the queue (`next_entry`).
-    unsafe fn apply_entry(&self, inner: &Inner, slot: &Slot, index: u32) {
+    /// slot was just taken off the queue (`next_entry`), and `seen` is its
+    /// word, loaded (acquire) since.
+    unsafe fn apply_entry(&self, inner: &Inner, slot: &Slot, index: u32, seen: Word) {
         // SAFETY (both): forwarded.
         unsafe {
-            self.apply_one(inner, slot, index);
+            self.apply_one(inner, slot, index, seen);
             if self.core(|core| !core.deferred.is_empty()) {
                 self.link_deferred(inner, index);
             }
@@ -78,8 +79,7 @@ impl Shard {
     ///
     /// # Safety
     /// As for [`apply_entry`](Self::apply_entry).
-    unsafe fn apply_one(&self, inner: &Inner, slot: &Slot, index: u32) {
-        let seen = slot.load(Ordering::Acquire);
+    unsafe fn apply_one(&self, inner: &Inner, slot: &Slot, index: u32, seen: Word) {
         if !seen.is(FRESH) && seen.is_reclaimable_but_queued() {
             // A STOP or release that left the word to this owner alone: no
             // handle holds it (a transition needs `HANDLE`, or `RUNNING` for
@@ -231,7 +231,7 @@ impl Shard {
                 unsafe { self.settle(inner, slot, index, seen.without(QUEUED)) };
                 continue;
             }
-            unsafe { self.apply_entry(inner, slot, index) };
+            unsafe { self.apply_entry(inner, slot, index, seen) };
         }
         // Entries pushed since the take wait for the next one: those the
         // owner needs before it would wake keep it from sleeping
@@ -275,7 +275,7 @@ impl Shard {
             let Some((slot, index)) = (unsafe { self.next_entry(inner, take_snapshot) }) else {
                 return;
             };
-            unsafe { self.apply_entry(inner, slot, index) };
+            unsafe { self.apply_entry(inner, slot, index, slot.load(Ordering::Acquire)) };
         }
     }
 
