@@ -24,15 +24,23 @@ const CHILD: &str = "TICKWHEEL_PRIORITY_CHILD";
 /// it; a thread left running never goes. The second look catches a thread
 /// spawned but not yet named (a driver names itself once it runs).
 fn no_driver_threads_left() -> bool {
+    if !within_a_second(|| driver_threads().is_empty()) {
+        return false;
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    driver_threads().is_empty()
+}
+
+/// Whether `holds` comes true within a second (looked at every millisecond).
+fn within_a_second(holds: impl Fn() -> bool) -> bool {
     let waited = std::time::Instant::now();
-    while !driver_threads().is_empty() {
+    while !holds() {
         if waited.elapsed() > Duration::from_secs(1) {
             return false;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    std::thread::sleep(Duration::from_millis(100));
-    driver_threads().is_empty()
+    true
 }
 
 /// How many threads this process has.
@@ -122,10 +130,7 @@ fn a_refused_priority_leaves_nothing_running() {
         assert_eq!(realtime(1).err(), Some(TimerError::DriverPriority));
         // A joined thread's entry can outlive the join by a moment (see
         // `no_driver_threads_left`): one that never goes was left running.
-        let waited = std::time::Instant::now();
-        while thread_count() != before && waited.elapsed() < Duration::from_secs(1) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        within_a_second(|| thread_count() == before);
         assert_eq!(thread_count(), before, "a refused build left threads");
         assert!(no_driver_threads_left(), "a refused build left threads");
         return;

@@ -56,7 +56,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::service::ServiceRef;
-use crate::{Stop, Timer};
+use crate::{Expiry, Stop, Timer, TimerError};
 
 /// A future that completes once its deadline has passed: see
 /// [`TimerService::sleep`](crate::TimerService::sleep).
@@ -93,12 +93,28 @@ struct Armed {
     armed_at: u64,
 }
 
+/// A timer's callback that wakes a clone of `waker`.
+fn waking(waker: &Waker) -> impl FnMut(&mut Expiry<'_>) + Send + 'static {
+    let waker = waker.clone();
+    move |_| waker.wake_by_ref()
+}
+
 /// A waker's identity: what `Waker::will_wake` compares.
 fn identity(waker: &Waker) -> (usize, usize) {
     (waker.data() as usize, waker.vtable() as *const _ as usize)
 }
 
 impl Armed {
+    /// `timer`, armed for `deadline`, whose callback wakes `waker` (made
+    /// by [`waking`]).
+    fn new(timer: Result<Timer, TimerError>, waker: &Waker, deadline: u64) -> Self {
+        Armed {
+            timer: timer.unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}")),
+            waker: identity(waker),
+            armed_at: deadline,
+        }
+    }
+
     /// Fired for a deadline at or after `deadline`.
     fn elapsed_for(&self, deadline: u64) -> bool {
         deadline <= self.armed_at && self.timer.has_fired()
@@ -168,36 +184,25 @@ impl Sleep {
     /// The first poll: a timer for the deadline whose callback wakes a
     /// clone of `waker`.
     fn register(&mut self, waker: &Waker) {
-        let for_callback = waker.clone();
         // SAFETY: the sleep is not registered, so `service` holds its count,
         // which the timer's handle takes over here (`armed` is set next, and
         // nothing between can unwind: `Drop` then leaves the count to the
-        // handle).
+        // handle; on an error the count stays the sleep's and the panic
+        // leaves `armed` unset).
         let started = unsafe {
             self.service
-                .start_at_nanos_taking_count(self.deadline, move |_| for_callback.wake_by_ref())
+                .start_at_nanos_taking_count(self.deadline, waking(waker))
         };
-        let timer = started.unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}"));
-        self.armed = Some(Armed {
-            timer,
-            waker: identity(waker),
-            armed_at: self.deadline,
-        });
+        self.armed = Some(Armed::new(started, waker, self.deadline));
     }
 
     /// A registered sleep's timer is to wake `waker` for the deadline from
     /// now on: a new timer replaces the old one, whose handle is dropped
     /// (the caller has stopped it, or it has fired).
     fn replace(&mut self, waker: &Waker) {
-        let for_callback = waker.clone();
-        let started = self
-            .service
-            .start_at_nanos(self.deadline, move |_| for_callback.wake_by_ref());
-        let timer = started.unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}"));
-        let armed = self.armed.as_mut().expect("a registered sleep");
-        armed.timer = timer;
-        armed.waker = identity(waker);
-        armed.armed_at = self.deadline;
+        debug_assert!(self.armed.is_some(), "a registered sleep");
+        let started = self.service.start_at_nanos(self.deadline, waking(waker));
+        self.armed = Some(Armed::new(started, waker, self.deadline));
     }
 }
 

@@ -102,6 +102,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::remote::Arm;
 use super::state::Word;
 use crate::sync::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 
@@ -163,6 +164,24 @@ impl Owned {
     pub(crate) fn set_linked(&mut self, seq: u32, rounding: u8) {
         debug_assert_eq!(seq & !SEQ_BITS, 0, "seq is 24 bits");
         self.linked = seq | (u32::from(rounding) << 24);
+    }
+
+    /// Records `arm` (deadline and arming) for the owner to link later: a
+    /// START waiting on the remote queue, or the owner's pending START.
+    #[inline]
+    pub(crate) fn record_arm(&mut self, arm: Arm) {
+        self.deadline = arm.deadline;
+        self.set_linked(arm.seq, arm.rounding);
+    }
+
+    /// The arming [`record_arm`](Self::record_arm) recorded.
+    #[inline]
+    pub(crate) fn recorded_arm(&self) -> Arm {
+        Arm {
+            seq: self.linked_seq(),
+            rounding: self.linked_rounding(),
+            deadline: self.deadline,
+        }
     }
 }
 

@@ -189,6 +189,14 @@ impl Word {
     pub(crate) const fn is_reclaimable_but_queued(self) -> bool {
         self.is(QUEUED) && self.without(QUEUED).without(FRESH).is_reclaimable()
     }
+
+    /// `true` for the word of a queued STOP or release that only the owner
+    /// can change now: reclaimable but for `QUEUED`, and not a START that
+    /// its thread may be reviving (`FRESH`). See `Shard::apply_one`.
+    #[inline]
+    pub(crate) const fn is_left_to_owner(self) -> bool {
+        !self.is(FRESH) && self.is_reclaimable_but_queued()
+    }
 }
 
 impl std::fmt::Debug for Word {
