@@ -101,6 +101,7 @@ impl Nodes for SlotNodes<'_> {
         self.set_node(index, node);
         self.set_seq(index, seq);
     }
+    #[inline]
     fn node(&self, index: u32) -> Node {
         let slot = self.slot(index);
         // SAFETY (all accesses here): the owner's exclusive fields, see `new`.

@@ -83,7 +83,9 @@ impl Inner {
             // shard field was published; the call re-checks the word after
             // taking in the remote queue).
             if usize::from(slot.shard.load(Ordering::Relaxed)) == shard
-                && unsafe { self.shards[shard].restart_owned(self, slot, id, deadline, rounding) }
+                && unsafe {
+                    self.shards[shard].restart_owned(self, slot, id, word, deadline, rounding)
+                }
             {
                 return Ok(Restart::Moved);
             }
@@ -125,9 +127,11 @@ impl Inner {
         } else {
             match find(id) {
                 None => Some(Err(TimerError::StaleKey)),
-                Some((slot, _))
+                Some((slot, word))
                     if usize::from(slot.shard.load(Ordering::Relaxed)) == shard
-                        && unsafe { target.restart_owned(self, slot, id, deadline, rounding) } =>
+                        && unsafe {
+                            target.restart_owned(self, slot, id, word, deadline, rounding)
+                        } =>
                 {
                     unsafe { target.refresh_counters(Some(deadline)) };
                     Some(Ok(Restart::Moved))

@@ -369,9 +369,41 @@ impl Shard {
     /// # Safety
     /// The caller owns the shard.
     pub(crate) unsafe fn link(&self, inner: &Inner, slot: &Slot, index: u32, arm: Arm) {
-        let mut rounding = arm.rounding;
         // SAFETY: the caller owns the shard, hence the wheel and the slot's
         // owner-side fields; no `owned` closure is live while `nodes` is used.
+        unsafe {
+            if is_linked(slot) {
+                self.relink(inner, slot, index, arm);
+                return;
+            }
+            // Armed before this one: linked first (CONTRACT 5).
+            self.flush_pending(inner);
+            let mut rounding = arm.rounding;
+            self.core(|core| {
+                let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
+                let now = core.wheel.now();
+                let deadline = if arm.deadline < now {
+                    rounding = 0;
+                    now
+                } else {
+                    arm.deadline
+                };
+                core.wheel.link(&mut nodes, index, deadline);
+                core.linked += 1;
+            });
+            owned(slot, |owned| owned.set_linked(arm.seq, rounding));
+        }
+    }
+
+    /// [`link`](Self::link) of a slot that is linked already, or is the
+    /// pending START: moves its entry to arming `arm`. Inline in the
+    /// owner's restart (`restart_owned`), which knows the slot is linked.
+    ///
+    /// # Safety
+    /// As for `link`; the slot is linked or pending.
+    #[inline(always)]
+    unsafe fn relink(&self, inner: &Inner, slot: &Slot, index: u32, arm: Arm) {
+        // SAFETY: the caller's contract.
         unsafe {
             let pending = self.core(|core| core.pending);
             if pending == index {
@@ -384,7 +416,7 @@ impl Shard {
                 // Armed before this one: linked first (CONTRACT 5).
                 self.link_pending(inner);
             }
-            let linked = is_linked(slot);
+            let mut rounding = arm.rounding;
             self.core(|core| {
                 let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
                 let now = core.wheel.now();
@@ -394,12 +426,7 @@ impl Shard {
                 } else {
                     arm.deadline
                 };
-                if linked {
-                    core.wheel.relink(&mut nodes, index, deadline);
-                } else {
-                    core.wheel.link(&mut nodes, index, deadline);
-                    core.linked += 1;
-                }
+                core.wheel.relink(&mut nodes, index, deadline);
             });
             owned(slot, |owned| owned.set_linked(arm.seq, rounding));
         }
@@ -483,21 +510,28 @@ impl Shard {
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core;
-    /// `slot` is slot `id.index()` of the arena.
-    #[inline]
+    /// `slot` is slot `id.index()` of the arena, and `word` its word as the
+    /// caller read it.
+    #[inline(always)]
     pub(crate) unsafe fn restart_owned(
         &self,
         inner: &Inner,
         slot: &Slot,
         id: TimerId,
+        word: Word,
         deadline: u64,
         rounding: u8,
     ) -> bool {
         // What other threads queued before this RESTART goes first (same-
-        // tick order, CONTRACT 5), and may have stopped or freed the timer.
+        // tick order, CONTRACT 5), and may have stopped or freed the timer:
+        // then the word is read again. With nothing taken in, the caller's
+        // read of it is still the one that decides.
         // SAFETY: forwarded.
-        unsafe { self.catch_up(inner) };
-        let word = slot.load(Ordering::Acquire);
+        let word = if unsafe { self.catch_up(inner) } {
+            slot.load(Ordering::Acquire)
+        } else {
+            word
+        };
         if word.gen() != id.gen() || !word.is_armed() || word.is(RUNNING) || word.is(QUEUED) {
             return false;
         }
@@ -508,7 +542,7 @@ impl Shard {
             if !is_linked(slot) || owned(slot, |owned| owned.linked_seq()) != word.seq() {
                 return false;
             }
-            self.link(
+            self.relink(
                 inner,
                 slot,
                 id.index(),

@@ -254,17 +254,19 @@ impl Shard {
     /// Applies the backlog left by an earlier batch and one snapshot of the
     /// queue (whatever was pushed before this call), not what keeps
     /// arriving meanwhile, so a flood of remote work cannot hold it up.
+    /// Returns `false` when nothing waited (and nothing was applied).
     ///
     /// # Safety
     /// As for [`take_remote`](Self::take_remote).
     #[inline]
-    pub(crate) unsafe fn catch_up(&self, inner: &Inner) {
+    pub(crate) unsafe fn catch_up(&self, inner: &Inner) -> bool {
         // SAFETY: forwarded.
         if self.remote.is_empty() && unsafe { !self.has_backlog() } {
-            return;
+            return false;
         }
         // SAFETY: forwarded.
-        unsafe { self.catch_up_slow(inner) }
+        unsafe { self.catch_up_slow(inner) };
+        true
     }
 
     #[cold]
