@@ -128,6 +128,21 @@ pub(crate) struct Arm {
     pub(crate) deadline: u64,
 }
 
+impl Arm {
+    /// Where a link files this arming when the wheel has processed up to
+    /// tick `now`: its deadline and rounding, or, for a deadline that has
+    /// passed, `now` with no rounding (lateness then counts from the tick
+    /// the timer is filed at).
+    #[inline(always)]
+    pub(crate) fn filed_at(self, now: u64) -> (u64, u8) {
+        if self.deadline < now {
+            (now, 0)
+        } else {
+            (self.deadline, self.rounding)
+        }
+    }
+}
+
 /// Remotely stopped timers a remote queue may hold, beyond a third of what
 /// its owner's wheel holds, before a sleeping owner is woken to reclaim
 /// them: see [`RemoteQueue::reclaim_due`]. Under loom and shuttle every

@@ -181,6 +181,16 @@ unsafe fn is_linked(slot: &Slot) -> bool {
     slot.bucket.with(|bucket| unsafe { *bucket } != UNLINKED)
 }
 
+/// Is the slot the owner's pending START (see "An owner's START")?
+///
+/// # Safety
+/// As for [`is_linked`].
+#[inline]
+unsafe fn is_pending(slot: &Slot) -> bool {
+    // SAFETY: exclusive access is the caller's contract.
+    slot.bucket.with(|bucket| unsafe { *bucket } == PENDING)
+}
+
 impl Shard {
     pub(crate) fn new() -> Self {
         Shard {
@@ -378,18 +388,12 @@ impl Shard {
             }
             // Armed before this one: linked first (CONTRACT 5).
             self.flush_pending(inner);
-            let mut rounding = arm.rounding;
-            self.core(|core| {
+            let rounding = self.core(|core| {
                 let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
-                let now = core.wheel.now();
-                let deadline = if arm.deadline < now {
-                    rounding = 0;
-                    now
-                } else {
-                    arm.deadline
-                };
+                let (deadline, rounding) = arm.filed_at(core.wheel.now());
                 core.wheel.link(&mut nodes, index, deadline);
                 core.linked += 1;
+                rounding
             });
             owned(slot, |owned| owned.set_linked(arm.seq, rounding));
         }
@@ -416,17 +420,11 @@ impl Shard {
                 // Armed before this one: linked first (CONTRACT 5).
                 self.link_pending(inner);
             }
-            let mut rounding = arm.rounding;
-            self.core(|core| {
+            let rounding = self.core(|core| {
                 let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
-                let now = core.wheel.now();
-                let deadline = if arm.deadline < now {
-                    rounding = 0;
-                    now
-                } else {
-                    arm.deadline
-                };
+                let (deadline, rounding) = arm.filed_at(core.wheel.now());
                 core.wheel.relink(&mut nodes, index, deadline);
+                rounding
             });
             owned(slot, |owned| owned.set_linked(arm.seq, rounding));
         }
@@ -484,19 +482,19 @@ impl Shard {
         unsafe {
             let index = self.core(|core| std::mem::replace(&mut core.pending, NIL));
             let slot = inner.arena.get_allocated(index);
-            debug_assert!(slot.bucket.with(|bucket| *bucket) == PENDING);
+            debug_assert!(is_pending(slot));
             slot.bucket.with_mut(|bucket| *bucket = UNLINKED);
             let arm = owned(slot, |owned| owned.recorded_arm());
-            let clamped = self.core(|core| {
+            let rounding = self.core(|core| {
                 let mut nodes = SlotNodes::knowing(&inner.arena, index, slot);
-                let now = core.wheel.now();
-                let clamped = arm.deadline < now;
-                let deadline = if clamped { now } else { arm.deadline };
+                let (deadline, rounding) = arm.filed_at(core.wheel.now());
                 core.wheel.link(&mut nodes, index, deadline);
-                clamped
+                rounding
             });
-            if clamped {
-                owned(slot, |owned| owned.set_linked(arm.seq, 0));
+            if rounding != arm.rounding {
+                // Filed at `now`: the recorded arming's rounding no longer
+                // holds.
+                owned(slot, |owned| owned.set_linked(arm.seq, rounding));
             }
         }
     }
@@ -564,7 +562,7 @@ impl Shard {
     unsafe fn unlink(&self, inner: &Inner, slot: &Slot, index: u32) {
         // SAFETY: forwarded.
         unsafe {
-            if slot.bucket.with(|bucket| *bucket) == PENDING {
+            if is_pending(slot) {
                 self.unpend(slot, index);
                 return;
             }
@@ -661,7 +659,7 @@ impl Shard {
         // SAFETY: the caller owns the shard; the slot is FREE and on no
         // free list yet, so it is this thread's alone.
         unsafe {
-            if slot.bucket.with(|bucket| *bucket) == PENDING {
+            if is_pending(slot) {
                 // A timeout cancelled before anything needed the wheel: its
                 // START is still the pending one. Inline here, not through
                 // `unlink`'s call (`owner_ops start-cancel` 410 -> 397
