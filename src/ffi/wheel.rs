@@ -10,6 +10,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_void;
 
 use super::{arg, boundary, boundary_void, out, out_opt, put, put_opt, tw_result};
+use crate::wheel::RawKey;
 use crate::{TimerKey, Wheel};
 
 /// A single-threaded hierarchical timing wheel of `void *` payloads, with
@@ -33,8 +34,8 @@ fn key_to_c(key: TimerKey) -> u64 {
 }
 
 #[inline(always)]
-fn key_from_c(key: u64) -> TimerKey {
-    TimerKey::from_raw(key.wrapping_sub(1))
+fn key_from_c(key: u64) -> RawKey {
+    RawKey(key.wrapping_sub(1))
 }
 
 impl std::fmt::Debug for tw_wheel {
@@ -316,7 +317,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule_after(
     boundary(|| {
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
-        wheel.with(|w| w.reschedule(key_from_c(key), delay))?;
+        wheel.with(|w| w.reschedule_by(key_from_c(key), delay))?;
         Ok(())
     })
 }
@@ -352,7 +353,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule_in_range(
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
         let tick = wheel
-            .with(|w| w.reschedule_at_in_range(key_from_c(key), earliest_tick..=latest_tick))?;
+            .with(|w| w.reschedule_at_in_range_by(key_from_c(key), earliest_tick..=latest_tick))?;
         // SAFETY: checked by `out_opt`.
         unsafe { put_opt(tick_out, tick) };
         Ok(())
@@ -385,7 +386,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule_in_range_after(
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
         let tick = wheel
-            .with(|w| w.reschedule_in_range(key_from_c(key), earliest_delay..=latest_delay))?;
+            .with(|w| w.reschedule_in_range_by(key_from_c(key), earliest_delay..=latest_delay))?;
         // SAFETY: checked by `out_opt`.
         unsafe { put_opt(tick_out, tick) };
         Ok(())
@@ -412,7 +413,7 @@ pub unsafe extern "C" fn tw_wheel_deadline(
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
         let tick = wheel
-            .with(|w| w.deadline(key_from_c(key)))
+            .with(|w| w.deadline_by(key_from_c(key)))
             .ok_or(tw_result::TW_STALE_HANDLE)?;
         // SAFETY: checked by `out`.
         unsafe { put(tick_out, tick) };
@@ -441,7 +442,7 @@ pub unsafe extern "C" fn tw_wheel_reschedule(
     boundary(|| {
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
-        wheel.with(|w| w.reschedule_at(key_from_c(key), deadline_tick))?;
+        wheel.with(|w| w.reschedule_at_by(key_from_c(key), deadline_tick))?;
         Ok(())
     })
 }
@@ -466,7 +467,7 @@ pub unsafe extern "C" fn tw_wheel_cancel(
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
         let payload = wheel
-            .with(|w| w.cancel(key_from_c(key)))
+            .with(|w| w.cancel_by(key_from_c(key)))
             .ok_or(tw_result::TW_STALE_HANDLE)?;
         // SAFETY: checked by `out_opt`.
         unsafe { put_opt(payload_out, payload) };

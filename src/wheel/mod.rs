@@ -95,6 +95,36 @@ pub(crate) use node::{prefetch, prefetch_for_write, Node, Nodes, NIL, UNLINKED};
 use slab::Slab;
 pub use slab::TimerKey;
 
+/// How a keyed call of the [`Wheel`] names its timer: a [`TimerKey`], or a
+/// key the C ABI received packed into a `u64` ([`RawKey`]), checked without
+/// unpacking it first (`Slab::resolve_raw`). The public methods take a
+/// `TimerKey`; their `_by` twins take either.
+pub(crate) trait Names: Copy {
+    /// The index of the occupied entry this names, or `None` if it is stale.
+    fn index_in<T>(self, slab: &Slab<T>) -> Option<u32>;
+}
+
+impl Names for TimerKey {
+    #[inline(always)]
+    fn index_in<T>(self, slab: &Slab<T>) -> Option<u32> {
+        slab.resolve(self)
+    }
+}
+
+/// A key packed by [`TimerKey::to_raw`] (any `u64`: one that never named a
+/// timer is stale).
+#[cfg(feature = "capi")]
+#[derive(Clone, Copy)]
+pub(crate) struct RawKey(pub(crate) u64);
+
+#[cfg(feature = "capi")]
+impl Names for RawKey {
+    #[inline(always)]
+    fn index_in<T>(self, slab: &Slab<T>) -> Option<u32> {
+        slab.resolve_raw(self.0)
+    }
+}
+
 use crate::error::TimerError;
 
 /// A timer that came due, as returned by [`Wheel::poll`].
@@ -296,7 +326,13 @@ impl<T> Wheel<T> {
     /// Disarms the timer and returns its payload, or `None` if the key is
     /// stale. Also frees a held timer (see [`poll_keep`](Self::poll_keep)).
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
-        let index = self.slab.resolve(key)?;
+        self.cancel_by(key)
+    }
+
+    /// [`cancel`](Self::cancel) for a timer named either way ([`Names`]).
+    #[inline]
+    pub(crate) fn cancel_by(&mut self, key: impl Names) -> Option<T> {
+        let index = key.index_in(&self.slab)?;
         if self.is_held_at(index) {
             self.held -= 1;
         } else {
@@ -319,7 +355,18 @@ impl<T> Wheel<T> {
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
     #[inline]
     pub fn reschedule_at(&mut self, key: TimerKey, deadline: u64) -> Result<(), TimerError> {
-        let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
+        self.reschedule_at_by(key, deadline)
+    }
+
+    /// [`reschedule_at`](Self::reschedule_at) for a timer named either way
+    /// ([`Names`]).
+    #[inline]
+    pub(crate) fn reschedule_at_by(
+        &mut self,
+        key: impl Names,
+        deadline: u64,
+    ) -> Result<(), TimerError> {
+        let index = key.index_in(&self.slab).ok_or(TimerError::StaleKey)?;
         let deadline = deadline.max(self.now());
         if self.hierarchy.rearm(&mut self.slab, index, deadline) {
             self.held -= 1;
@@ -338,7 +385,14 @@ impl<T> Wheel<T> {
     /// [`TimerError::StaleKey`] when the timer already expired or was cancelled.
     #[inline]
     pub fn reschedule(&mut self, key: TimerKey, delay: u64) -> Result<(), TimerError> {
-        self.reschedule_at(key, self.now().saturating_add(delay))
+        self.reschedule_by(key, delay)
+    }
+
+    /// [`reschedule`](Self::reschedule) for a timer named either way
+    /// ([`Names`]).
+    #[inline]
+    pub(crate) fn reschedule_by(&mut self, key: impl Names, delay: u64) -> Result<(), TimerError> {
+        self.reschedule_at_by(key, self.now().saturating_add(delay))
     }
 
     /// Keeps an armed timer if its deadline is already `delays.start()` to
@@ -363,11 +417,22 @@ impl<T> Wheel<T> {
         key: TimerKey,
         delays: RangeInclusive<u64>,
     ) -> Result<u64, TimerError> {
+        self.reschedule_in_range_by(key, delays)
+    }
+
+    /// [`reschedule_in_range`](Self::reschedule_in_range) for a timer named
+    /// either way ([`Names`]).
+    #[inline]
+    pub(crate) fn reschedule_in_range_by(
+        &mut self,
+        key: impl Names,
+        delays: RangeInclusive<u64>,
+    ) -> Result<u64, TimerError> {
         let (earliest, latest) = delays.into_inner();
         if earliest > latest {
             return Err(TimerError::InvalidRange);
         }
-        self.reschedule_at_in_range(
+        self.reschedule_at_in_range_by(
             key,
             self.now().saturating_add(earliest)..=self.now().saturating_add(latest),
         )
@@ -389,11 +454,22 @@ impl<T> Wheel<T> {
         key: TimerKey,
         deadlines: RangeInclusive<u64>,
     ) -> Result<u64, TimerError> {
+        self.reschedule_at_in_range_by(key, deadlines)
+    }
+
+    /// [`reschedule_at_in_range`](Self::reschedule_at_in_range) for a timer
+    /// named either way ([`Names`]).
+    #[inline]
+    pub(crate) fn reschedule_at_in_range_by(
+        &mut self,
+        key: impl Names,
+        deadlines: RangeInclusive<u64>,
+    ) -> Result<u64, TimerError> {
         let (earliest, latest) = deadlines.into_inner();
         if earliest > latest {
             return Err(TimerError::InvalidRange);
         }
-        let index = self.slab.resolve(key).ok_or(TimerError::StaleKey)?;
+        let index = key.index_in(&self.slab).ok_or(TimerError::StaleKey)?;
         let earliest = earliest.max(self.now());
         let latest = latest.max(self.now());
         let entry = self.slab.get(index);
@@ -421,7 +497,13 @@ impl<T> Wheel<T> {
     /// The tick the timer is due at, or `None` if the key is stale or the
     /// timer is held (not armed; see [`poll_keep`](Self::poll_keep)).
     pub fn deadline(&self, key: TimerKey) -> Option<u64> {
-        let index = self.slab.resolve(key)?;
+        self.deadline_by(key)
+    }
+
+    /// [`deadline`](Self::deadline) for a timer named either way ([`Names`]).
+    #[inline]
+    pub(crate) fn deadline_by(&self, key: impl Names) -> Option<u64> {
+        let index = key.index_in(&self.slab)?;
         let entry = self.slab.get(index);
         (entry.bucket != UNLINKED).then_some(entry.deadline)
     }
