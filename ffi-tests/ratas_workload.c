@@ -57,9 +57,12 @@ static void *payload(size_t unit, enum kind kind) {
     return (void *)(uintptr_t)(unit * 8 + (size_t)kind + 1);
 }
 
-/* schedule() and unidle() are always inlined, as the Rust port's
- * #[inline(always)] schedule and unidle are: the two ports then differ in
- * the calls into tickwheel, not in how their own code is laid out. */
+/* schedule(), unidle() and the packet path (deliver, receive, and the
+ * dispatch in expired) are always inlined, as the Rust port's
+ * #[inline(always)] functions are: the two ports then differ in the calls
+ * into tickwheel, not in how their own code is laid out. With cross-language
+ * LTO the advance's call of expired() is then inlined too (7.89 G -> 7.28 G
+ * instructions at 1000 pairs, the Rust port 7.16 G). */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 static ALWAYS_INLINE void schedule(size_t unit, enum kind kind, uint64_t delay) {
@@ -98,7 +101,7 @@ static ALWAYS_INLINE void unidle(size_t unit) {
 static void deliver(size_t unit);
 static void on_request(size_t unit);
 
-static void receive(size_t unit) {
+static ALWAYS_INLINE void receive(size_t unit) {
     struct unit *u = &units[unit];
     if (!u->alive) {
         fprintf(stderr, "a packet for a deleted unit\n");
@@ -116,7 +119,7 @@ static void receive(size_t unit) {
     }
 }
 
-static void deliver(size_t unit) {
+static ALWAYS_INLINE void deliver(size_t unit) {
     unidle(unit);
     struct unit *u = &units[unit];
     int amount = u->pace_quota < u->tx_count ? u->pace_quota : u->tx_count;
@@ -153,7 +156,7 @@ static void on_request(size_t unit) {
     }
 }
 
-static void expired(void *ctx, uint64_t key, uint64_t deadline, void *p) {
+static ALWAYS_INLINE void expired(void *ctx, uint64_t key, uint64_t deadline, void *p) {
     (void)ctx;
     (void)key;
     (void)deadline;
