@@ -96,7 +96,7 @@ use slab::Slab;
 pub use slab::TimerKey;
 
 /// How a keyed call of the [`Wheel`] names its timer: a [`TimerKey`], or a
-/// key the C ABI received packed into a `u64` ([`RawKey`]), checked without
+/// key the C ABI received packed into a `u64` (`RawKey`), checked without
 /// unpacking it first (`Slab::resolve_raw`). The public methods take a
 /// `TimerKey`; their `_by` twins take either.
 pub(crate) trait Names: Copy {
