@@ -12,6 +12,7 @@
 //! alternating rounds with Ratas' binary and the other ports.
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 
 use tickwheel::{EmbeddedWheel, TimerEntry};
@@ -26,14 +27,21 @@ const CLOSE: usize = 1;
 const PACE: usize = 2;
 const REQUEST: usize = 3;
 const REQUEST_DEADLINE: usize = 4;
+/// The low bits of a payload that say which of its unit's timers it is.
+const KIND_MASK: usize = 7;
 
 type W = EmbeddedWheel<usize>;
 
-/// One unit, pinned in a `Box` as Ratas' units live on the heap. Its state
-/// is in `Cell`s, so that it is reached through a shared pinned reference
-/// while its timers are armed.
+/// One unit. Units are leaked (`&'static`): like Ratas' heap-allocated
+/// units they never move, and every unit and every timer payload reaches
+/// its unit by address (Ratas' events hold their unit's pointer), not by
+/// an index checked against a vector. Its state is in `Cell`s, so that it
+/// is reached through a shared reference while its timers are armed.
+// Aligned to at least 8: a payload is the unit's address with the timer's
+// kind in its three low bits.
+#[repr(align(8))]
 struct Unit {
-    other: Cell<usize>,
+    other: Cell<Option<&'static Unit>>,
     alive: Cell<bool>,
     tx_count: Cell<i32>,
     rx_count: Cell<i32>,
@@ -41,35 +49,47 @@ struct Unit {
     request_interval: u64,
     closing: Cell<bool>,
     waiting_for_response: Cell<bool>,
-    /// The payload of each is `unit * 8 + kind`.
+    /// The payload of each is the unit's address plus its kind.
     timers: [TimerEntry<usize>; 5],
 }
 
 impl Unit {
     #[inline(always)]
-    fn timer(self: Pin<&Self>, kind: usize) -> Pin<&TimerEntry<usize>> {
-        // SAFETY: the timers are pinned with their unit: `Unit` never moves
-        // them out (it has no `Drop`, and no method hands out `&mut` to
-        // them).
-        unsafe { self.map_unchecked(|unit| &unit.timers[kind]) }
+    fn timer(&'static self, kind: usize) -> Pin<&'static TimerEntry<usize>> {
+        // A leaked unit never moves, so neither do its timers.
+        Pin::static_ref(&self.timers[kind])
+    }
+
+    #[inline(always)]
+    fn other(&self) -> &'static Unit {
+        self.other.get().expect("a unit of a pair")
+    }
+
+    /// The unit and the kind a fired timer's payload names.
+    #[inline(always)]
+    fn of_payload(payload: usize) -> (&'static Unit, usize) {
+        let unit = (payload & !KIND_MASK) as *const Unit;
+        // SAFETY: payloads are made by `Workload::new_unit` from the
+        // address of a leaked, initialised unit, which lives to the end of
+        // the process.
+        (unsafe { &*unit }, payload & KIND_MASK)
     }
 }
 
 struct Workload {
-    units: Vec<Pin<Box<Unit>>>,
     in_range: bool,
     total_rx_count: i64,
 }
 
 #[inline(always)]
-fn schedule(wheel: &mut W, unit: Pin<&Unit>, kind: usize, delay: u64) {
+fn schedule(wheel: &mut W, unit: &'static Unit, kind: usize, delay: u64) {
     wheel
         .schedule(unit.timer(kind), delay)
         .expect("an entry of this wheel");
 }
 
 #[inline(always)]
-fn unidle(wheel: &mut W, in_range: bool, unit: Pin<&Unit>) {
+fn unidle(wheel: &mut W, in_range: bool, unit: &'static Unit) {
     if in_range {
         wheel
             .schedule_in_range(unit.timer(IDLE), 60 * TIME_S..=61 * TIME_S)
@@ -80,24 +100,17 @@ fn unidle(wheel: &mut W, in_range: bool, unit: Pin<&Unit>) {
 }
 
 impl Workload {
-    #[inline(always)]
-    fn unit(&self, unit: usize) -> Pin<&Unit> {
-        self.units[unit].as_ref()
-    }
-
-    fn start(&mut self, wheel: &mut W, unit: usize, server: bool) {
-        let u = self.unit(unit);
+    fn start(&mut self, wheel: &mut W, u: &'static Unit, server: bool) {
         unidle(wheel, self.in_range, u);
         schedule(wheel, u, CLOSE, 180 * TIME_S);
         if !server {
-            self.on_request(wheel, unit);
+            self.on_request(wheel, u);
         }
     }
 
-    fn transmit(&mut self, wheel: &mut W, unit: usize, count: i32) {
-        let u = self.unit(unit);
+    fn transmit(&mut self, wheel: &mut W, u: &'static Unit, count: i32) {
         u.tx_count.set(u.tx_count.get() + count);
-        self.deliver(wheel, unit);
+        self.deliver(wheel, u);
     }
 
     // The packet path (deliver, receive, on_pace, and the dispatch in
@@ -106,23 +119,21 @@ impl Workload {
     // restores were a tenth of this port's instructions (user CPU
     // 0.437 -> 0.400 s at 1000 pairs with range scheduling).
     #[inline(always)]
-    fn deliver(&mut self, wheel: &mut W, unit: usize) {
-        let u = self.unit(unit);
+    fn deliver(&mut self, wheel: &mut W, u: &'static Unit) {
         unidle(wheel, self.in_range, u);
         let amount = u.pace_quota.get().min(u.tx_count.get());
         u.pace_quota.set(u.pace_quota.get() - amount);
         u.tx_count.set(u.tx_count.get() - amount);
-        let (other, quota) = (u.other.get(), u.pace_quota.get());
+        let (other, quota) = (u.other(), u.pace_quota.get());
         self.receive(wheel, other);
         if quota == 0 {
-            schedule(wheel, self.unit(unit), PACE, PACE_INTERVAL);
+            schedule(wheel, u, PACE, PACE_INTERVAL);
         }
     }
 
     #[inline(always)]
-    fn receive(&mut self, wheel: &mut W, unit: usize) {
+    fn receive(&mut self, wheel: &mut W, u: &'static Unit) {
         // Ratas counts one packet per call whatever the count is; so do we.
-        let u = self.unit(unit);
         assert!(u.alive.get(), "a packet for a deleted unit");
         unidle(wheel, self.in_range, u);
         if u.waiting_for_response.get() {
@@ -137,10 +148,9 @@ impl Workload {
         }
     }
 
-    fn on_close(&mut self, wheel: &mut W, unit: usize) {
-        let u = self.unit(unit);
+    fn on_close(&mut self, wheel: &mut W, u: &'static Unit) {
         if u.closing.get() {
-            self.delete(unit);
+            self.delete(u);
         } else {
             u.closing.set(true);
             schedule(wheel, u, CLOSE, 10 * TIME_S);
@@ -148,36 +158,31 @@ impl Workload {
     }
 
     #[inline(always)]
-    fn on_pace(&mut self, wheel: &mut W, unit: usize) {
-        let u = self.unit(unit);
+    fn on_pace(&mut self, wheel: &mut W, u: &'static Unit) {
         if u.tx_count.get() != 0 {
             u.pace_quota.set(1);
-            self.deliver(wheel, unit);
+            self.deliver(wheel, u);
         }
     }
 
-    fn on_request(&mut self, wheel: &mut W, unit: usize) {
-        let u = self.unit(unit);
+    fn on_request(&mut self, wheel: &mut W, u: &'static Unit) {
         if !u.closing.get() {
             let delay = PACE_INTERVAL * RESPONSE_SIZE as u64 * 4;
             schedule(wheel, u, REQUEST_DEADLINE, delay);
             u.waiting_for_response.set(true);
-            let other = u.other.get();
-            self.transmit(wheel, other, RESPONSE_SIZE);
+            self.transmit(wheel, u.other(), RESPONSE_SIZE);
         }
     }
 
-    fn on_request_deadline(&mut self, unit: usize) {
+    fn on_request_deadline(&mut self, u: &'static Unit) {
         eprintln!("Request did not finish by deadline");
-        let other = self.unit(unit).other.get();
-        self.delete(unit);
-        self.delete(other);
+        self.delete(u);
+        self.delete(u.other());
     }
 
     /// Ratas' destructor: counts the unit's packets and cancels its timers
     /// (each entry cancels itself; no wheel needed).
-    fn delete(&mut self, unit: usize) {
-        let u = self.units[unit].as_ref();
+    fn delete(&mut self, u: &'static Unit) {
         if !u.alive.get() {
             return;
         }
@@ -190,7 +195,7 @@ impl Workload {
 
     #[inline(always)]
     fn expired(&mut self, wheel: &mut W, payload: usize) {
-        let (unit, kind) = (payload / 8, payload % 8);
+        let (unit, kind) = Unit::of_payload(payload);
         match kind {
             IDLE => self.delete(unit),
             CLOSE => self.on_close(wheel, unit),
@@ -200,11 +205,14 @@ impl Workload {
         }
     }
 
-    fn new_unit(&mut self, request_interval: u64) -> usize {
-        let index = self.units.len();
-        let timer = |kind: usize| TimerEntry::new(index * 8 + kind);
-        self.units.push(Box::pin(Unit {
-            other: Cell::new(usize::MAX),
+    /// A new unit, leaked: its timers' payloads are its own address.
+    fn new_unit(request_interval: u64) -> &'static Unit {
+        let place: &'static mut MaybeUninit<Unit> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let address = place.as_ptr() as usize;
+        debug_assert_eq!(address & KIND_MASK, 0);
+        let timer = |kind: usize| TimerEntry::new(address | kind);
+        place.write(Unit {
+            other: Cell::new(None),
             alive: Cell::new(true),
             tx_count: Cell::new(0),
             rx_count: Cell::new(0),
@@ -213,15 +221,14 @@ impl Workload {
             closing: Cell::new(false),
             waiting_for_response: Cell::new(false),
             timers: [timer(0), timer(1), timer(2), timer(3), timer(4)],
-        }));
-        index
+        })
     }
 
     fn make_pair(&mut self, wheel: &mut W, request_interval: u64) {
-        let server = self.new_unit(TIME_S);
-        let client = self.new_unit(request_interval);
-        self.unit(server).other.set(client);
-        self.unit(client).other.set(server);
+        let server = Self::new_unit(TIME_S);
+        let client = Self::new_unit(request_interval);
+        server.other.set(Some(client));
+        client.other.set(Some(server));
         self.start(wheel, server, true);
         self.start(wheel, client, false);
     }
@@ -241,11 +248,10 @@ fn run(pairs: u32, in_range: bool) -> i64 {
     // this program calls them from one thread.
     unsafe { libc::srand(1) };
     let rand = || i64::from(unsafe { libc::rand() });
-    // Declared before the units: dropped after them (a unit's armed
-    // entries cancel themselves on the wheel as they drop).
+    // The units are leaked, so they outlive the wheel: dropping it at the
+    // end disarms the entries still armed.
     let mut wheel = W::new();
     let mut workload = Workload {
-        units: Vec::new(),
         in_range,
         total_rx_count: 0,
     };
