@@ -2,7 +2,9 @@
  * order and exact ticks, range scheduling, the capped advance, callbacks
  * that re-arm, cancel and free entries (their own included), the rules of
  * who may free what when (run under ASan and valgrind by ffi-tests/run.sh,
- * so a use of freed memory fails), and bad input. Prints "passed". */
+ * so a use of freed memory fails), and bad input; then the same for
+ * tw_entry_wheel_poll, whose caller handles each due entry itself, and
+ * that polling fires what an advance fires. Prints "passed". */
 #define _DEFAULT_SOURCE
 #include <stdbool.h>
 #include <stddef.h>
@@ -320,6 +322,270 @@ static void test_bad_input(void) {
     tw_entry_wheel_free(b);
 }
 
+/* ---- tw_entry_wheel_poll: the caller handles each due entry itself ---- */
+
+/* One poll: the entry handed out, checked no longer armed, or NULL when
+ * the pass ended. */
+static tw_entry *poll_one(tw_entry_wheel *w, uint64_t target) {
+    static tw_entry marker;
+    tw_entry *e = &marker;
+    CHECK_OK(tw_entry_wheel_poll(w, target, &e));
+    CHECK(e != &marker);
+    if (e) {
+        bool armed = true;
+        CHECK_OK(tw_entry_deadline(e, &armed, NULL));
+        CHECK(!armed);
+    }
+    return e;
+}
+
+static uint64_t now_of(tw_entry_wheel *w) {
+    uint64_t now = UINT64_MAX;
+    CHECK_OK(tw_entry_wheel_now(w, &now));
+    return now;
+}
+
+/* Polls once and checks it handed out `c` on tick `tick`. */
+static void expect_poll(tw_entry_wheel *w, uint64_t target, struct conn *c, uint64_t tick) {
+    tw_entry *e = poll_one(w, target);
+    CHECK(e == &c->timer);
+    CHECK(now_of(w) == tick);
+}
+
+static void test_poll_order_and_exact_ticks(void) {
+    tw_entry_wheel *w = NULL;
+    CHECK_OK(tw_entry_wheel_new(0, &w));
+    struct conn c[5];
+    for (int i = 0; i < 5; i++) {
+        c[i].id = i;
+        CHECK_OK(tw_entry_init(&c[i].timer, record));
+    }
+    /* As test_order_and_exact_ticks, and one due after the target. */
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5000));
+    CHECK_OK(tw_entry_schedule(w, &c[1].timer, 70));
+    CHECK_OK(tw_entry_schedule(w, &c[2].timer, 5000));
+    CHECK_OK(tw_entry_schedule_at(w, &c[3].timer, 3));
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5000)); /* now after 2 */
+    CHECK_OK(tw_entry_schedule(w, &c[4].timer, 20000));
+    expect_poll(w, 10000, &c[3], 3);
+    expect_poll(w, 10000, &c[1], 70);
+    expect_poll(w, 10000, &c[2], 5000);
+    expect_poll(w, 10000, &c[0], 5000);
+    CHECK(poll_one(w, 10000) == NULL);
+    CHECK(now_of(w) == 10000);
+    CHECK(poll_one(w, 10000) == NULL); /* a pass of its own, empty */
+    expect_poll(w, 20000, &c[4], 20000);
+    CHECK(poll_one(w, 20000) == NULL);
+    tw_entry_wheel_free(w);
+}
+
+/* CONTRACT 1: an entry re-armed with delay 0 during a poll pass comes in
+ * the next pass, on its tick, first; one that always re-arms itself so
+ * comes once per pass, and the loop that polls until NULL ends. */
+static void test_poll_a_zero_delay_waits_for_the_next_pass(void) {
+    tw_entry_wheel *w = NULL;
+    CHECK_OK(tw_entry_wheel_new(0, &w));
+    struct conn c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i].id = i;
+        CHECK_OK(tw_entry_init(&c[i].timer, record));
+    }
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5));
+    CHECK_OK(tw_entry_schedule(w, &c[1].timer, 5));
+    CHECK_OK(tw_entry_schedule(w, &c[2].timer, 9));
+    expect_poll(w, 100, &c[0], 5);
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 0));
+    expect_poll(w, 100, &c[1], 5); /* armed before the pass reached 5 */
+    CHECK(poll_one(w, 100) == NULL); /* the pass ends where 0 waits */
+    CHECK(now_of(w) == 5);
+    for (int pass = 0; pass < 3; pass++) {
+        int handed = 0;
+        for (tw_entry *e; (e = poll_one(w, 100)) != NULL; handed++) {
+            CHECK(e == &c[0].timer && now_of(w) == 5);
+            CHECK_OK(tw_entry_schedule(w, e, 0));
+        }
+        CHECK(handed == 1);
+    }
+    CHECK_OK(tw_entry_cancel(&c[0].timer, NULL));
+    expect_poll(w, 100, &c[2], 9);
+    CHECK(poll_one(w, 100) == NULL);
+    CHECK(now_of(w) == 100);
+    tw_entry_wheel_free(w);
+}
+
+/* A handler cancels an entry due on the same tick before it is polled,
+ * and frees the record of the entry it was given (ASan and valgrind see a
+ * later touch of either). */
+static void test_poll_handler_cancels_and_frees(void) {
+    tw_entry_wheel *w = NULL;
+    CHECK_OK(tw_entry_wheel_new(0, &w));
+    struct conn *c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = malloc(sizeof *c[i]);
+        CHECK(c[i]);
+        c[i]->id = i;
+        CHECK_OK(tw_entry_init(&c[i]->timer, record));
+        CHECK_OK(tw_entry_schedule(w, &c[i]->timer, i < 2 ? 10 : 11));
+    }
+    tw_entry *e = poll_one(w, 50);
+    CHECK(e == &c[0]->timer);
+    bool cancelled = false;
+    CHECK_OK(tw_entry_cancel(&c[1]->timer, &cancelled));
+    CHECK(cancelled);
+    free(c[1]);
+    free(CONN_OF(e));
+    expect_poll(w, 50, c[2], 11);
+    CHECK(poll_one(w, 50) == NULL);
+    size_t len = 1;
+    CHECK_OK(tw_entry_wheel_len(w, &len));
+    CHECK(len == 0);
+    free(c[2]);
+    tw_entry_wheel_free(w);
+}
+
+static void test_poll_target_before_now_and_bad_input(void) {
+    tw_entry_wheel *w = NULL;
+    CHECK_OK(tw_entry_wheel_new(100, &w));
+    struct conn c[2] = {{.id = 0}, {.id = 1}};
+    CHECK_OK(tw_entry_init(&c[0].timer, record));
+    CHECK_OK(tw_entry_init(&c[1].timer, record));
+    CHECK_OK(tw_entry_schedule_at(w, &c[0].timer, 40)); /* in the past: due now */
+    CHECK_OK(tw_entry_schedule(w, &c[1].timer, 0));
+    tw_entry *e = &c[0].timer;
+    CHECK_RESULT(tw_entry_wheel_poll(NULL, 200, &e), TW_NULL_POINTER);
+    CHECK_RESULT(tw_entry_wheel_poll(w, 200, NULL), TW_NULL_POINTER);
+    CHECK(e == &c[0].timer); /* not written on failure */
+    CHECK(now_of(w) == 100);
+    expect_poll(w, 7, &c[0], 100); /* a target before now counts as now */
+    expect_poll(w, 7, &c[1], 100);
+    CHECK(poll_one(w, 7) == NULL);
+    CHECK(now_of(w) == 100); /* never backwards */
+    tw_entry_wheel_free(w);
+}
+
+/* Polling from an advance's callback is refused; an advance made while a
+ * poll pass is open ends that pass and begins its own; the wheel may be
+ * freed between two polls of a pass. */
+static void on_fire_poll_refused(tw_entry *e, void *ctx) {
+    struct log *log = ctx;
+    record(e, ctx);
+    tw_entry *got = e;
+    CHECK_RESULT(tw_entry_wheel_poll(log->wheel, 1000, &got), TW_REENTRANT);
+    CHECK(got == e);
+    if (log->n == 1) {
+        CHECK_OK(tw_entry_schedule(log->wheel, e, 0)); /* waits: advance incomplete */
+    }
+}
+
+static void test_poll_and_advance_and_free(void) {
+    tw_entry_wheel *w = NULL;
+    CHECK_OK(tw_entry_wheel_new(0, &w));
+    struct conn c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i].id = i;
+        CHECK_OK(tw_entry_init(&c[i].timer, on_fire_poll_refused));
+        CHECK_OK(tw_entry_schedule(w, &c[i].timer, i < 2 ? 5 : 8));
+    }
+    expect_poll(w, 100, &c[0], 5);
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 0)); /* would wait for the next poll pass */
+    struct log log = {.wheel = w};
+    size_t expired = 0;
+    bool complete = true;
+    CHECK_OK(tw_entry_wheel_advance(w, 100, SIZE_MAX, &log, &expired, &complete));
+    /* The advance's own pass: 0 is due in it, after 1; 1's zero-delay
+     * re-arm waits for the next pass, and 2 (tick 8) behind it. */
+    CHECK(expired == 2 && !complete && log.n == 2);
+    CHECK(log.ids[0] == 1 && log.ticks[0] == 5 && log.ids[1] == 0 && log.ticks[1] == 5);
+    expect_poll(w, 100, &c[1], 5);
+    /* Freed in the middle of the pass: 2 is detached. */
+    tw_entry_wheel_free(w);
+    bool armed = true;
+    CHECK_OK(tw_entry_deadline(&c[2].timer, &armed, NULL));
+    CHECK(!armed);
+}
+
+/* Polling until NULL fires what an uncapped advance fires: two wheels with
+ * the same entries, one advanced (the callback below) and one polled, with
+ * the same handler (`churn`), the same ticks and order, the same time after
+ * each step, over targets that stand still, go back and jump. */
+#define TWIN_N 64
+
+struct twin {
+    tw_entry_wheel *wheel;
+    struct conn c[TWIN_N];
+    int fired;
+    int ids[4096];
+    uint64_t ticks[4096];
+};
+
+/* What a handler does with entry `id` fired on `tick`: re-arms it (delays
+ * 0 to a few thousand), cancels another, arms another at an absolute tick
+ * (sometimes past), or nothing; decided from its arguments alone. */
+static void churn(struct twin *t, int id, uint64_t tick) {
+    CHECK(t->fired < 4096);
+    t->ids[t->fired] = id;
+    t->ticks[t->fired] = tick;
+    t->fired++;
+    uint64_t x = ((uint64_t)id + 1) * 0x9e3779b97f4a7c15u ^ tick ^ ((uint64_t)t->fired << 32);
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 32;
+    tw_entry *self = &t->c[id].timer, *other = &t->c[(x >> 8) % TWIN_N].timer;
+    switch (x % 8) {
+    case 0:
+    case 1: CHECK_OK(tw_entry_schedule(t->wheel, self, 0)); break;
+    case 2:
+    case 3: CHECK_OK(tw_entry_schedule(t->wheel, self, (x >> 16) % 70)); break;
+    case 4: CHECK_OK(tw_entry_schedule(t->wheel, self, (x >> 16) % 5000)); break;
+    case 5: CHECK_OK(tw_entry_cancel(other, NULL)); break;
+    case 6:
+        CHECK_OK(tw_entry_schedule_at(t->wheel, other, (tick > 3 ? tick - 3 : 0) + (x >> 16) % 9));
+        break;
+    default: break;
+    }
+}
+
+static void on_twin(tw_entry *e, void *ctx) {
+    struct twin *t = ctx;
+    churn(t, CONN_OF(e)->id, now_of(t->wheel));
+}
+
+static void test_poll_fires_what_an_advance_fires(void) {
+    static struct twin pushed, pulled;
+    struct twin *twins[2] = {&pushed, &pulled};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(tw_entry_wheel_new(0, &twins[k]->wheel));
+        for (int i = 0; i < TWIN_N; i++) {
+            twins[k]->c[i].id = i;
+            CHECK_OK(tw_entry_init(&twins[k]->c[i].timer, on_twin));
+            uint64_t tick = ((uint64_t)i * 7919) % 3000 + (i % 10 == 0 ? 9000 : 0);
+            CHECK_OK(tw_entry_schedule_at(twins[k]->wheel, &twins[k]->c[i].timer, tick));
+        }
+    }
+    uint64_t target = 0;
+    for (uint64_t step = 0; step < 300; step++) {
+        target = step % 7 == 0 ? target
+                 : step % 7 == 1 ? (target > 20 ? target - 20 : 0)
+                                 : target + (step * 37) % 120;
+        CHECK_OK(tw_entry_wheel_advance(pushed.wheel, target, SIZE_MAX, &pushed, NULL, NULL));
+        for (tw_entry *e; (e = poll_one(pulled.wheel, target)) != NULL;) {
+            churn(&pulled, CONN_OF(e)->id, now_of(pulled.wheel));
+        }
+        CHECK(now_of(pushed.wheel) == now_of(pulled.wheel));
+    }
+    CHECK(pushed.fired == pulled.fired && pushed.fired > 2 * TWIN_N);
+    int again = 0; /* firings on the tick of the entry's previous one */
+    for (int i = 0; i < pushed.fired; i++) {
+        CHECK(pushed.ids[i] == pulled.ids[i] && pushed.ticks[i] == pulled.ticks[i]);
+        for (int j = i - 1; j >= 0 && pushed.ticks[j] == pushed.ticks[i]; j--) {
+            again += pushed.ids[j] == pushed.ids[i];
+        }
+    }
+    CHECK(again > 0); /* zero delays were exercised */
+    tw_entry_wheel_free(pushed.wheel);
+    tw_entry_wheel_free(pulled.wheel);
+}
+
 int main(void) {
     test_order_and_exact_ticks();
     test_range_and_capped_advance();
@@ -327,6 +593,12 @@ int main(void) {
     test_callbacks_change_the_wheel_and_free_records();
     test_freeing_the_wheel_detaches_entries();
     test_bad_input();
+    test_poll_order_and_exact_ticks();
+    test_poll_a_zero_delay_waits_for_the_next_pass();
+    test_poll_handler_cancels_and_frees();
+    test_poll_target_before_now_and_bad_input();
+    test_poll_and_advance_and_free();
+    test_poll_fires_what_an_advance_fires();
     printf("test_entry: passed\n");
     return 0;
 }

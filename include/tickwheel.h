@@ -168,7 +168,8 @@ enum tw_result
   TW_SHARD_CLAIMED = 8,
   /**
    * Called from inside a callback of the very object being driven (a
-   * shard polled, or a wheel advanced, from one of its own callbacks).
+   * shard polled, or a wheel advanced or polled, from one of its own
+   * callbacks).
    */
   TW_REENTRANT = 9,
   /**
@@ -310,14 +311,17 @@ typedef uint32_t tw_restart;
  * time rules as `tw_wheel`: a timer fires on its own deadline tick, timers
  * of one tick in arming order (a schedule of an armed entry counts as
  * arming again), and a deadline at or before now fires in the next
- * advance. Not thread-safe: one wheel, and its entries, from one thread
- * at a time.
+ * advance or poll pass. Due entries are fired either by
+ * `tw_entry_wheel_advance`, which calls their callbacks, or by
+ * `tw_entry_wheel_poll`, which hands them to the caller one at a time.
+ * Not thread-safe: one wheel, and its entries, from one thread at a time.
  *
  * Who may free what, when: the caller owns each entry's memory and may
  * free, reuse or copy it whenever the entry is not armed (before its first
- * schedule, after `tw_entry_cancel`, from the start of its own callback,
- * after its wheel was freed); an armed entry must first be cancelled.
- * Freeing the wheel detaches (disarms) its armed entries.
+ * schedule, after `tw_entry_cancel`, from the start of its own callback or
+ * once a poll handed it out, after its wheel was freed); an armed entry
+ * must first be cancelled. Freeing the wheel detaches (disarms) its armed
+ * entries.
  */
 typedef struct tw_entry_wheel tw_entry_wheel;
 
@@ -357,6 +361,7 @@ typedef struct tw_entry {
  * the entry (no longer armed: the callback may arm it again, or free it)
  * and the `ctx` given to the advance. `tw_entry_wheel_now` reads the
  * entry's deadline tick during the call. It must not unwind.
+ * (`tw_entry_wheel_poll` calls no callback: it hands the entry back.)
  */
 typedef void (*tw_entry_fn)(struct tw_entry *entry, void *ctx);
 
@@ -569,7 +574,9 @@ TW_MUST_USE tw_result tw_entry_wheel_new(uint64_t start_tick, struct tw_entry_wh
 /**
  * Frees the wheel; `NULL` does nothing. Entries still armed are detached:
  * they read as not armed and may be freed or armed on another wheel.
- * Called from inside the wheel's own callback it does nothing.
+ * Called from inside the wheel's own callback it does nothing. Between the
+ * calls of a poll pass (`tw_entry_wheel_poll`) it frees the wheel as
+ * anywhere else: entries already handed out are not armed.
  *
  * Thread safety: the wheel's thread.
  *
@@ -682,6 +689,12 @@ tw_result tw_entry_deadline(const struct tw_entry *entry,
  * again to go on exactly where it stopped. A target before now counts as
  * now. Returns `TW_REENTRANT` from inside the wheel's own callback.
  *
+ * An advance is a pass of its own (CONTRACT 1): an entry a callback arms
+ * for the tick already reached fires in the next advance or poll pass.
+ * Called while a poll pass (`tw_entry_wheel_poll`) is open, it ends that
+ * pass and begins its own: entries armed during the poll pass for its
+ * tick are due in this advance.
+ *
  * Thread safety: the wheel's thread.
  *
  * # Safety
@@ -695,6 +708,41 @@ tw_result tw_entry_wheel_advance(const struct tw_entry_wheel *wheel,
                                  void *ctx,
                                  size_t *expired_out,
                                  bool *complete_out);
+
+/**
+ * The pull form of `tw_entry_wheel_advance`: writes the next entry due at
+ * or before `target_tick` to `*entry_out` without calling its callback,
+ * for a loop that dispatches its timers itself (its own `switch`, on its
+ * own stack). The entry is no longer armed: the caller may arm it again,
+ * free it or leave it; `tw_entry_wheel_now` reads its deadline tick. When
+ * nothing more is due by `target_tick`, writes NULL and the wheel's time
+ * is `target_tick` (never backwards: a target before now counts as now).
+ * Entries come in deadline order, arming order within a tick, as
+ * `tw_entry_wheel_advance` fires them.
+ *
+ * Calls up to and including the one that writes NULL form one pass
+ * (CONTRACT 1): an entry armed meanwhile for the tick already reached (a
+ * zero delay, a handler re-arming its own entry for now) is handed out by
+ * the next pass, after this one wrote NULL: not in this one (which would
+ * never end) and not a tick later. The pass writes NULL at the first such
+ * entry, leaving the wheel's time on its tick (as an advance stops there
+ * and reports itself not complete), and the next pass hands it out first.
+ * Between two calls the caller may schedule, cancel and free any entry,
+ * free the wheel (the pass ends with it) or advance it (the advance ends
+ * the poll pass and begins its own).
+ *
+ * Returns `TW_REENTRANT` from inside the wheel's own callback (an
+ * advance's). docs/C.md shows an event loop's timers phase with it.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_entry_wheel_poll(const struct tw_entry_wheel *wheel,
+                              uint64_t target_tick,
+                              struct tw_entry **entry_out);
 
 /**
  * Ticks from now until the next entry is due, at most `cap`, written to
@@ -713,7 +761,8 @@ tw_result tw_entry_wheel_ticks_to_next_event(const struct tw_entry_wheel *wheel,
 
 /**
  * Writes the wheel's current tick to `*tick_out` (inside a callback: the
- * firing entry's deadline).
+ * firing entry's deadline; after a poll that handed out an entry: that
+ * entry's deadline).
  *
  * Thread safety: the wheel's thread; allowed from its callbacks.
  *

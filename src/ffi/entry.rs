@@ -8,8 +8,9 @@
 //! * The caller owns every `tw_entry`'s memory. It may free, reuse or move
 //!   (copy) an entry's memory whenever the entry is *not armed*: before its
 //!   first schedule, after `tw_entry_cancel`, from the moment its callback
-//!   starts (a fired entry is no longer armed, so the callback may free it,
-//!   or the struct that holds it), and after its wheel was freed. An armed
+//!   starts or `tw_entry_wheel_poll` hands it out (a fired entry is no
+//!   longer armed, so the callback or the poll's caller may free it, or the
+//!   struct that holds it), and after its wheel was freed. An armed
 //!   entry must stay where it is: cancel it first.
 //! * `tw_entry_wheel_free` detaches every entry still armed (each reads as
 //!   not armed afterwards) and never touches an entry again; it is ignored
@@ -20,11 +21,24 @@
 //! The wheel sits in an `UnsafeCell` and every function takes a short borrow
 //! of it; `tw_entry_wheel_advance` holds none while a callback runs, so a
 //! callback may schedule, cancel and free entries (its own included). Only
-//! advancing or freeing the wheel from there is refused.
+//! advancing, polling or freeing the wheel from there is refused.
+//!
+//! # Two ways to fire: advance (push) and poll (pull)
+//!
+//! `tw_entry_wheel_advance` calls each due entry's callback through its
+//! function pointer; `tw_entry_wheel_poll` hands the next due entry back
+//! and the caller dispatches it itself, so that with cross-language LTO its
+//! handlers inline into its loop (`ffi-tests/ratas_workload_entry.c`).
+//! Both fire in one *pass* of the wheel (the hierarchy's "Due now" rule,
+//! CONTRACT 1): an advance's pass is one call; a poll pass spans the calls
+//! up to the one that finds nothing. [`Pass`] records which is open, so
+//! that a poll continues its pass, an advance ends an open poll pass and
+//! begins its own, and either from inside an advance's callback is refused.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_void;
 use std::pin::Pin;
+use std::ptr;
 
 use super::{arg, boundary, boundary_void, out, out_opt, put, put_opt, tw_result};
 use crate::{EmbeddedWheel, TimerEntry};
@@ -33,6 +47,7 @@ use crate::{EmbeddedWheel, TimerEntry};
 /// the entry (no longer armed: the callback may arm it again, or free it)
 /// and the `ctx` given to the advance. `tw_entry_wheel_now` reads the
 /// entry's deadline tick during the call. It must not unwind.
+/// (`tw_entry_wheel_poll` calls no callback: it hands the entry back.)
 #[allow(non_camel_case_types)]
 pub type tw_entry_fn = Option<unsafe extern "C" fn(entry: *mut tw_entry, ctx: *mut c_void)>;
 
@@ -57,25 +72,42 @@ const _: () = assert!(align_of::<tw_entry>() == align_of::<Entry>());
 /// time rules as `tw_wheel`: a timer fires on its own deadline tick, timers
 /// of one tick in arming order (a schedule of an armed entry counts as
 /// arming again), and a deadline at or before now fires in the next
-/// advance. Not thread-safe: one wheel, and its entries, from one thread
-/// at a time.
+/// advance or poll pass. Due entries are fired either by
+/// `tw_entry_wheel_advance`, which calls their callbacks, or by
+/// `tw_entry_wheel_poll`, which hands them to the caller one at a time.
+/// Not thread-safe: one wheel, and its entries, from one thread at a time.
 ///
 /// Who may free what, when: the caller owns each entry's memory and may
 /// free, reuse or copy it whenever the entry is not armed (before its first
-/// schedule, after `tw_entry_cancel`, from the start of its own callback,
-/// after its wheel was freed); an armed entry must first be cancelled.
-/// Freeing the wheel detaches (disarms) its armed entries.
+/// schedule, after `tw_entry_cancel`, from the start of its own callback or
+/// once a poll handed it out, after its wheel was freed); an armed entry
+/// must first be cancelled. Freeing the wheel detaches (disarms) its armed
+/// entries.
 #[allow(non_camel_case_types)]
 pub struct tw_entry_wheel {
     wheel: UnsafeCell<EmbeddedWheel<tw_entry_fn>>,
-    /// Set while `tw_entry_wheel_advance` runs.
-    advancing: Cell<bool>,
+    /// Which pass of the wheel is open, if any (module docs).
+    pass: Cell<Pass>,
+}
+
+/// The pass a `tw_entry_wheel` is in: between the wheel's `begin_pass` and
+/// `end_pass`, an entry armed for the tick already reached waits for the
+/// next pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    /// No pass is open: the next poll begins one.
+    Idle,
+    /// `tw_entry_wheel_poll` has handed out entries and not yet found
+    /// nothing due: the next poll goes on in the same pass.
+    Polling,
+    /// `tw_entry_wheel_advance` runs (C code may be inside a callback).
+    Advancing,
 }
 
 impl std::fmt::Debug for tw_entry_wheel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("tw_entry_wheel")
-            .field("advancing", &self.advancing.get())
+            .field("pass", &self.pass.get())
             .finish_non_exhaustive()
     }
 }
@@ -151,7 +183,7 @@ pub unsafe extern "C" fn tw_entry_wheel_new(
         let wheel_out = out(wheel_out)?;
         let wheel = Box::new(tw_entry_wheel {
             wheel: UnsafeCell::new(EmbeddedWheel::starting_at(start_tick)),
-            advancing: Cell::new(false),
+            pass: Cell::new(Pass::Idle),
         });
         // SAFETY: checked by `out`.
         unsafe { put(wheel_out, Box::into_raw(wheel)) };
@@ -161,7 +193,9 @@ pub unsafe extern "C" fn tw_entry_wheel_new(
 
 /// Frees the wheel; `NULL` does nothing. Entries still armed are detached:
 /// they read as not armed and may be freed or armed on another wheel.
-/// Called from inside the wheel's own callback it does nothing.
+/// Called from inside the wheel's own callback it does nothing. Between the
+/// calls of a poll pass (`tw_entry_wheel_poll`) it frees the wheel as
+/// anywhere else: entries already handed out are not armed.
 ///
 /// Thread safety: the wheel's thread.
 ///
@@ -177,10 +211,11 @@ pub unsafe extern "C" fn tw_entry_wheel_free(wheel: *mut tw_entry_wheel) {
             return;
         }
         // SAFETY: non-null; came from `tw_entry_wheel_new`.
-        if unsafe { &*wheel }.advancing.get() {
+        if unsafe { &*wheel }.pass.get() == Pass::Advancing {
             return;
         }
-        // SAFETY: as above, and no borrow of it is live (not advancing).
+        // SAFETY: as above, and no borrow of it is live (not advancing: a
+        // poll pass holds none between its calls).
         drop(unsafe { Box::from_raw(wheel) });
     })
 }
@@ -342,6 +377,12 @@ pub unsafe extern "C" fn tw_entry_deadline(
 /// again to go on exactly where it stopped. A target before now counts as
 /// now. Returns `TW_REENTRANT` from inside the wheel's own callback.
 ///
+/// An advance is a pass of its own (CONTRACT 1): an entry a callback arms
+/// for the tick already reached fires in the next advance or poll pass.
+/// Called while a poll pass (`tw_entry_wheel_poll`) is open, it ends that
+/// pass and begins its own: entries armed during the poll pass for its
+/// tick are due in this advance.
+///
 /// Thread safety: the wheel's thread.
 ///
 /// # Safety
@@ -362,16 +403,17 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
         let complete_out = out_opt(complete_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
-        if wheel.advancing.replace(true) {
+        // An open poll pass ends here: `begin_pass` below takes a new fence.
+        if wheel.pass.replace(Pass::Advancing) == Pass::Advancing {
             return Err(tw_result::TW_REENTRANT);
         }
-        struct Leave<'a>(&'a Cell<bool>);
+        struct Leave<'a>(&'a Cell<Pass>);
         impl Drop for Leave<'_> {
             fn drop(&mut self) {
-                self.0.set(false);
+                self.0.set(Pass::Idle);
             }
         }
-        let _leave = Leave(&wheel.advancing);
+        let _leave = Leave(&wheel.pass);
         // The loop of `EmbeddedWheel::advance`, written out so that no
         // borrow of the wheel is live while C runs.
         let target = target_tick.max(wheel.with(|w| w.now()));
@@ -412,6 +454,69 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
     })
 }
 
+/// The pull form of `tw_entry_wheel_advance`: writes the next entry due at
+/// or before `target_tick` to `*entry_out` without calling its callback,
+/// for a loop that dispatches its timers itself (its own `switch`, on its
+/// own stack). The entry is no longer armed: the caller may arm it again,
+/// free it or leave it; `tw_entry_wheel_now` reads its deadline tick. When
+/// nothing more is due by `target_tick`, writes NULL and the wheel's time
+/// is `target_tick` (never backwards: a target before now counts as now).
+/// Entries come in deadline order, arming order within a tick, as
+/// `tw_entry_wheel_advance` fires them.
+///
+/// Calls up to and including the one that writes NULL form one pass
+/// (CONTRACT 1): an entry armed meanwhile for the tick already reached (a
+/// zero delay, a handler re-arming its own entry for now) is handed out by
+/// the next pass, after this one wrote NULL: not in this one (which would
+/// never end) and not a tick later. The pass writes NULL at the first such
+/// entry, leaving the wheel's time on its tick (as an advance stops there
+/// and reports itself not complete), and the next pass hands it out first.
+/// Between two calls the caller may schedule, cancel and free any entry,
+/// free the wheel (the pass ends with it) or advance it (the advance ends
+/// the poll pass and begins its own).
+///
+/// Returns `TW_REENTRANT` from inside the wheel's own callback (an
+/// advance's). docs/C.md shows an event loop's timers phase with it.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_poll(
+    wheel: *const tw_entry_wheel,
+    target_tick: u64,
+    entry_out: *mut *mut tw_entry,
+) -> tw_result {
+    boundary(|| {
+        let entry_out = out(entry_out)?;
+        // SAFETY: the caller passes NULL or a live wheel.
+        let wheel = unsafe { arg(wheel) }?;
+        match wheel.pass.get() {
+            Pass::Polling => {}
+            Pass::Idle => {
+                // The fence of this pass: what is armed for now from here
+                // on waits until the pass has ended.
+                wheel.with(|w| w.begin_pass());
+                wheel.pass.set(Pass::Polling);
+            }
+            Pass::Advancing => return Err(tw_result::TW_REENTRANT),
+        }
+        let entry = match wheel.with(|w| w.poll_entry(target_tick)) {
+            Some(entry) => entry.as_ptr().cast::<tw_entry>(),
+            None => {
+                wheel.with(|w| w.end_pass());
+                wheel.pass.set(Pass::Idle);
+                ptr::null_mut()
+            }
+        };
+        // SAFETY: checked by `out`.
+        unsafe { put(entry_out, entry) };
+        Ok(())
+    })
+}
+
 /// Ticks from now until the next entry is due, at most `cap`, written to
 /// `*ticks_out`: `cap` when nothing is armed, 0 when an entry is due now.
 /// Exact (not a bucket boundary).
@@ -439,7 +544,8 @@ pub unsafe extern "C" fn tw_entry_wheel_ticks_to_next_event(
 }
 
 /// Writes the wheel's current tick to `*tick_out` (inside a callback: the
-/// firing entry's deadline).
+/// firing entry's deadline; after a poll that handed out an entry: that
+/// entry's deadline).
 ///
 /// Thread safety: the wheel's thread; allowed from its callbacks.
 ///
@@ -482,3 +588,7 @@ pub unsafe extern "C" fn tw_entry_wheel_len(
         Ok(())
     })
 }
+
+#[cfg(test)]
+#[path = "entry_tests.rs"]
+mod tests;

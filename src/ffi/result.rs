@@ -33,7 +33,8 @@ pub enum tw_result {
     /// service was not created with `TW_SERVICE_EMBEDDED`).
     TW_SHARD_CLAIMED = 8,
     /// Called from inside a callback of the very object being driven (a
-    /// shard polled, or a wheel advanced, from one of its own callbacks).
+    /// shard polled, or a wheel advanced or polled, from one of its own
+    /// callbacks).
     TW_REENTRANT = 9,
     /// A service configuration out of range (shards 1..=4096 or 0 for the
     /// default, tick 10 us..=1 h or 0 for the default).
