@@ -8,7 +8,7 @@
 #              TSan-instrumented build of the library (nightly, -Zbuild-std)
 #   lto        cross-language LTO, as docs/C.md "Linking with cross-language
 #              LTO" describes: the library as LLVM bitcode, the C tests and
-#              the Ratas workload port with clang -flto=thin, linked by the
+#              the Ratas workload ports with clang -flto=thin, linked by the
 #              toolchain's rust-lld, so the C callers inline the hot calls;
 #              checks that they did, and that the port's checksum is the
 #              one of the gcc-built port. Needs clang (LLVM <= rustc's).
@@ -186,8 +186,11 @@ for mode in "${modes[@]}"; do
         lto_c -o "$build/test_c_lto" ffi-tests/test_c.c
         lto_c -o "$build/test_threads_lto" ffi-tests/test_threads.c
         lto_c -o "$build/ratas_workload_lto" ffi-tests/ratas_workload.c
+        lto_c -o "$build/test_entry_lto" ffi-tests/test_entry.c
         lto_c -o "$build/ratas_workload_entry_lto" ffi-tests/ratas_workload_entry.c
+        lto_c -DRATAS_ADVANCE -o "$build/ratas_workload_entry_advance_lto" ffi-tests/ratas_workload_entry.c
         "$build/test_c_lto"
+        "$build/test_entry_lto"
         "$build/test_threads_lto"
         # The port's hot calls (schedule, reschedule, cancel, the advance of
         # its main loop) must be inlined: a call left to any of them means
@@ -197,12 +200,18 @@ for mode in "${modes[@]}"; do
             grep -cE 'call +[0-9a-f]+ <tw_wheel_((re)?schedule(_in_range)?_after|cancel|advance_to_next)>' || true)
         [ "$left" -eq 0 ] || { echo "lto: $left calls to hot tw_wheel_* functions were not inlined" >&2; exit 1; }
         # The port on embedded timers (tw_entry) is built the same way for
-        # benches/ratas_compare.sh; its checksum is checked below.
+        # benches/ratas_compare.sh; its checksum is checked below. Its loop
+        # polls (tw_entry_wheel_poll) and its packet path range-schedules
+        # and cancels: those calls must be inlined too, or its handlers
+        # are not inlined into its loop either.
+        left=$(objdump -d --no-show-raw-insn "$build/ratas_workload_entry_lto" |
+            grep -cE 'call +[0-9a-f]+ <tw_entry_(wheel_poll|schedule_in_range|cancel)>' || true)
+        [ "$left" -eq 0 ] || { echo "lto: $left calls to hot tw_entry_* functions were not inlined" >&2; exit 1; }
         gcc -std=c11 -O2 -Iinclude -o "$build/ratas_workload_gcc" ffi-tests/ratas_workload.c \
             "$target_dir/ffi/debug/libtickwheel.a" "${libs[@]}"
         for range in yes no; do
             gcc_sum=$(BENCH_PAIR_COUNT=20 BENCH_ALLOW_SCHEDULE_IN_RANGE=$range "$build/ratas_workload_gcc" | cut -d, -f5)
-            for port in ratas_workload_lto ratas_workload_entry_lto; do
+            for port in ratas_workload_lto ratas_workload_entry_lto ratas_workload_entry_advance_lto; do
                 lto_sum=$(BENCH_PAIR_COUNT=20 BENCH_ALLOW_SCHEDULE_IN_RANGE=$range "$build/$port" | cut -d, -f5)
                 echo "Ratas workload, 20 pairs, range $range: checksum $lto_sum ($port) / $gcc_sum (gcc, debug library)"
                 [ -n "$lto_sum" ] && [ "$lto_sum" = "$gcc_sum" ] || { echo "lto: checksums differ" >&2; exit 1; }
