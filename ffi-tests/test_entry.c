@@ -324,13 +324,25 @@ static void test_bad_input(void) {
 
 /* ---- tw_entry_wheel_poll: the caller handles each due entry itself ---- */
 
+/* The callback the last poll_one wrote (the entry's own, NULL with no
+ * entry). */
+static tw_entry_fn last_callback;
+
+/* A second callback, to tell entries apart by theirs. */
+static void record_too(tw_entry *e, void *ctx) {
+    record(e, ctx);
+}
+
 /* One poll: the entry handed out, checked no longer armed, or NULL when
- * the pass ended. */
+ * the pass ended; its callback in last_callback. */
 static tw_entry *poll_one(tw_entry_wheel *w, uint64_t target) {
     static tw_entry marker;
     tw_entry *e = &marker;
-    CHECK_OK(tw_entry_wheel_poll(w, target, &e));
+    tw_entry_fn cb = record_too;
+    CHECK_OK(tw_entry_wheel_poll(w, target, &e, &cb));
     CHECK(e != &marker);
+    CHECK((e == NULL) == (cb == NULL));
+    last_callback = cb;
     if (e) {
         bool armed = true;
         CHECK_OK(tw_entry_deadline(e, &armed, NULL));
@@ -358,7 +370,8 @@ static void test_poll_order_and_exact_ticks(void) {
     struct conn c[5];
     for (int i = 0; i < 5; i++) {
         c[i].id = i;
-        CHECK_OK(tw_entry_init(&c[i].timer, record));
+        /* c[1] has a callback of its own, which its poll hands back. */
+        CHECK_OK(tw_entry_init(&c[i].timer, i == 1 ? record_too : record));
     }
     /* As test_order_and_exact_ticks, and one due after the target. */
     CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5000));
@@ -368,8 +381,11 @@ static void test_poll_order_and_exact_ticks(void) {
     CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5000)); /* now after 2 */
     CHECK_OK(tw_entry_schedule(w, &c[4].timer, 20000));
     expect_poll(w, 10000, &c[3], 3);
+    CHECK(last_callback == record);
     expect_poll(w, 10000, &c[1], 70);
+    CHECK(last_callback == record_too);
     expect_poll(w, 10000, &c[2], 5000);
+    CHECK(last_callback == record);
     expect_poll(w, 10000, &c[0], 5000);
     CHECK(poll_one(w, 10000) == NULL);
     CHECK(now_of(w) == 10000);
@@ -452,8 +468,8 @@ static void test_poll_target_before_now_and_bad_input(void) {
     CHECK_OK(tw_entry_schedule_at(w, &c[0].timer, 40)); /* in the past: due now */
     CHECK_OK(tw_entry_schedule(w, &c[1].timer, 0));
     tw_entry *e = &c[0].timer;
-    CHECK_RESULT(tw_entry_wheel_poll(NULL, 200, &e), TW_NULL_POINTER);
-    CHECK_RESULT(tw_entry_wheel_poll(w, 200, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_entry_wheel_poll(NULL, 200, &e, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_entry_wheel_poll(w, 200, NULL, NULL), TW_NULL_POINTER);
     CHECK(e == &c[0].timer); /* not written on failure */
     CHECK(now_of(w) == 100);
     expect_poll(w, 7, &c[0], 100); /* a target before now counts as now */
@@ -470,7 +486,7 @@ static void on_fire_poll_refused(tw_entry *e, void *ctx) {
     struct log *log = ctx;
     record(e, ctx);
     tw_entry *got = e;
-    CHECK_RESULT(tw_entry_wheel_poll(log->wheel, 1000, &got), TW_REENTRANT);
+    CHECK_RESULT(tw_entry_wheel_poll(log->wheel, 1000, &got, NULL), TW_REENTRANT);
     CHECK(got == e);
     if (log->n == 1) {
         CHECK_OK(tw_entry_schedule(log->wheel, e, 0)); /* waits: advance incomplete */

@@ -731,6 +731,12 @@ tw_result tw_entry_wheel_advance(const struct tw_entry_wheel *wheel,
  * free the wheel (the pass ends with it) or advance it (the advance ends
  * the poll pass and begins its own).
  *
+ * With `callback_out` not NULL, also writes the entry's callback there
+ * (NULL with a NULL entry): a loop may call it, or compare it with the
+ * handlers it knows and run the hottest inline, without working out from
+ * the entry's address which timer it is (`ffi-tests/ratas_workload_entry.c`
+ * runs its pace timers that way).
+ *
  * Returns `TW_REENTRANT` from inside the wheel's own callback (an
  * advance's). docs/C.md shows an event loop's timers phase with it.
  *
@@ -742,7 +748,8 @@ tw_result tw_entry_wheel_advance(const struct tw_entry_wheel *wheel,
 TW_MUST_USE
 tw_result tw_entry_wheel_poll(const struct tw_entry_wheel *wheel,
                               uint64_t target_tick,
-                              struct tw_entry **entry_out);
+                              struct tw_entry **entry_out,
+                              tw_entry_fn *callback_out);
 
 /**
  * Ticks from now until the next entry is due, at most `cap`, written to

@@ -119,6 +119,26 @@ impl std::fmt::Debug for tw_entry {
 }
 
 impl tw_entry_wheel {
+    /// A poll found no poll pass open: begins one, unless an advance runs
+    /// (the poll comes from one of its callbacks). Out of line, so that the
+    /// poll's common path stays small enough for cross-language LTO to
+    /// inline it; not `#[cold]`, which kept the poll itself from being
+    /// inlined into the Ratas port (`ffi-tests/run.sh lto` checks).
+    #[inline(never)]
+    fn open_poll_pass(&self) -> Result<(), tw_result> {
+        match self.pass.get() {
+            Pass::Advancing => Err(tw_result::TW_REENTRANT),
+            Pass::Polling => Ok(()),
+            Pass::Idle => {
+                // The fence of this pass: what is armed for now from here
+                // on waits until the pass has ended.
+                self.with(|w| w.begin_pass());
+                self.pass.set(Pass::Polling);
+                Ok(())
+            }
+        }
+    }
+
     #[inline(always)]
     fn with<R>(&self, f: impl FnOnce(&mut EmbeddedWheel<tw_entry_fn>) -> R) -> R {
         // SAFETY: one thread at a time (documented), and no borrow of the
@@ -475,6 +495,12 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
 /// free the wheel (the pass ends with it) or advance it (the advance ends
 /// the poll pass and begins its own).
 ///
+/// With `callback_out` not NULL, also writes the entry's callback there
+/// (NULL with a NULL entry): a loop may call it, or compare it with the
+/// handlers it knows and run the hottest inline, without working out from
+/// the entry's address which timer it is (`ffi-tests/ratas_workload_entry.c`
+/// runs its pace timers that way).
+///
 /// Returns `TW_REENTRANT` from inside the wheel's own callback (an
 /// advance's). docs/C.md shows an event loop's timers phase with it.
 ///
@@ -488,31 +514,34 @@ pub unsafe extern "C" fn tw_entry_wheel_poll(
     wheel: *const tw_entry_wheel,
     target_tick: u64,
     entry_out: *mut *mut tw_entry,
+    callback_out: *mut tw_entry_fn,
 ) -> tw_result {
     boundary(|| {
         let entry_out = out(entry_out)?;
+        let callback_out = out_opt(callback_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
-        match wheel.pass.get() {
-            Pass::Polling => {}
-            Pass::Idle => {
-                // The fence of this pass: what is armed for now from here
-                // on waits until the pass has ended.
-                wheel.with(|w| w.begin_pass());
-                wheel.pass.set(Pass::Polling);
-            }
-            Pass::Advancing => return Err(tw_result::TW_REENTRANT),
+        // Every call but a pass's first finds it open: one comparison.
+        if wheel.pass.get() != Pass::Polling {
+            wheel.open_poll_pass()?;
         }
-        let entry = match wheel.with(|w| w.poll_entry(target_tick)) {
-            Some(entry) => entry.as_ptr().cast::<tw_entry>(),
+        let (entry, callback) = match wheel.with(|w| w.poll_entry(target_tick)) {
+            // SAFETY: the entry was armed until now, so it is alive; its
+            // callback is read before the caller may free it.
+            Some(entry) => (entry.as_ptr().cast::<tw_entry>(), unsafe {
+                *entry.as_ref().value()
+            }),
             None => {
                 wheel.with(|w| w.end_pass());
                 wheel.pass.set(Pass::Idle);
-                ptr::null_mut()
+                (ptr::null_mut(), None)
             }
         };
-        // SAFETY: checked by `out`.
-        unsafe { put(entry_out, entry) };
+        // SAFETY: checked by `out` and `out_opt`.
+        unsafe {
+            put(entry_out, entry);
+            put_opt(callback_out, callback);
+        }
         Ok(())
     })
 }

@@ -20,6 +20,10 @@ struct Bed {
     /// reference to the slice invalidates the pointers the wheel holds.
     base: *mut tw_entry,
     n: usize,
+    /// Every entry's callback, made once: a function's address may differ
+    /// between two mentions of it (under miri it does), so polls are
+    /// checked against this copy of what the entries were given.
+    callback: tw_entry_fn,
 }
 
 /// The callback of every entry: records `(entry, now)` in the `Log` that
@@ -30,6 +34,11 @@ unsafe extern "C" fn on_fire(entry: *mut tw_entry, ctx: *mut c_void) {
     log.fired(entry);
 }
 
+/// A callback no entry has: what a poll must overwrite.
+unsafe extern "C" fn not_written(_entry: *mut tw_entry, _ctx: *mut c_void) {
+    unreachable!("never an entry's callback");
+}
+
 impl Bed {
     fn new(start: u64, n: usize) -> Self {
         let entries = (0..n)
@@ -37,14 +46,20 @@ impl Bed {
             .collect::<Box<[_]>>();
         let base = Box::into_raw(entries).cast::<tw_entry>();
         let mut wheel = ptr::null_mut();
+        let callback: tw_entry_fn = Some(on_fire);
         // SAFETY: `base` holds `n` entries; `wheel` is a live local.
         unsafe {
             assert_eq!(tw_entry_wheel_new(start, &mut wheel), tw_result::TW_OK);
             for i in 0..n {
-                assert_eq!(tw_entry_init(base.add(i), Some(on_fire)), tw_result::TW_OK);
+                assert_eq!(tw_entry_init(base.add(i), callback), tw_result::TW_OK);
             }
         }
-        Bed { wheel, base, n }
+        Bed {
+            wheel,
+            base,
+            n,
+            callback,
+        }
     }
 
     fn entry(&self, i: usize) -> *mut tw_entry {
@@ -102,9 +117,13 @@ impl Bed {
     /// One poll: the entry handed out, or `None` when the pass ended.
     fn poll_raw(&self, target: u64) -> Option<*mut tw_entry> {
         let mut entry = ptr::without_provenance_mut(1);
-        // SAFETY: a live wheel and local.
-        let result = unsafe { tw_entry_wheel_poll(self.wheel, target, &mut entry) };
+        let mut callback: tw_entry_fn = Some(not_written);
+        // SAFETY: a live wheel and locals.
+        let result = unsafe { tw_entry_wheel_poll(self.wheel, target, &mut entry, &mut callback) };
         assert_eq!(result, tw_result::TW_OK);
+        // The entry's own callback, or none with no entry.
+        let expected = if entry.is_null() { None } else { self.callback };
+        assert_eq!(callback.map(|f| f as usize), expected.map(|f| f as usize));
         (!entry.is_null()).then_some(entry)
     }
 
@@ -239,7 +258,7 @@ fn a_handler_may_cancel_an_entry_not_yet_polled_and_free_a_polled_one() {
     let own = Box::into_raw(Box::new(tw_entry { _private: [0; 6] }));
     // SAFETY: `own` is a live allocation that stays in place while armed.
     unsafe {
-        assert_eq!(tw_entry_init(own, Some(on_fire)), tw_result::TW_OK);
+        assert_eq!(tw_entry_init(own, bed.callback), tw_result::TW_OK);
         assert_eq!(tw_entry_schedule(bed.wheel, own, 10), tw_result::TW_OK);
     }
     assert_eq!(bed.poll(50), Some((0, 10)));
@@ -271,7 +290,7 @@ fn an_advance_ends_an_open_poll_pass_and_polls_are_refused_in_its_callbacks() {
         let marker = ptr::without_provenance_mut::<tw_entry>(8);
         let mut entry = marker;
         // SAFETY: a live wheel and local.
-        let result = unsafe { tw_entry_wheel_poll(bed.wheel, 1000, &mut entry) };
+        let result = unsafe { tw_entry_wheel_poll(bed.wheel, 1000, &mut entry, ptr::null_mut()) };
         assert_eq!(result, tw_result::TW_REENTRANT);
         assert_eq!(entry, marker, "a refused call writes nothing");
         if fired == 1 {
@@ -323,9 +342,9 @@ fn poll_refuses_null_arguments_and_writes_nothing_then() {
     let mut entry = marker;
     // SAFETY: NULL is refused before anything is read or written.
     unsafe {
-        let result = tw_entry_wheel_poll(ptr::null(), 10, &mut entry);
+        let result = tw_entry_wheel_poll(ptr::null(), 10, &mut entry, ptr::null_mut());
         assert_eq!(result, tw_result::TW_NULL_POINTER);
-        let result = tw_entry_wheel_poll(bed.wheel, 10, ptr::null_mut());
+        let result = tw_entry_wheel_poll(bed.wheel, 10, ptr::null_mut(), ptr::null_mut());
         assert_eq!(result, tw_result::TW_NULL_POINTER);
     }
     assert_eq!(entry, marker);
