@@ -12,6 +12,9 @@
 //! * every call returns a known result code, and `tw_result_str` /
 //!   `tw_result_describe` name any `u32` with a NUL-terminated string;
 //! * NULL where a pointer is required gives `TW_NULL_POINTER`;
+//! * an advance of embedded entries (`tw_entry`) runs each fired entry's
+//!   callback once, a poll hands out only disarmed entries, and freeing
+//!   their wheel disarms every entry;
 //! * every `ctx_free` runs exactly once by the time the service is freed
 //!   (no leaked or doubly freed context).
 #![no_main]
@@ -47,6 +50,17 @@ unsafe extern "C" fn on_wheel_expiry(
     _payload: *mut c_void,
 ) {
 }
+
+/// Counts the embedded entries an advance fired (its `ctx`, when not NULL).
+unsafe extern "C" fn on_entry(_entry: *mut tw_entry, ctx: *mut c_void) {
+    if !ctx.is_null() {
+        // SAFETY: every non-null ctx here is a live local `u64`.
+        unsafe { *(ctx as *mut u64) += 1 };
+    }
+}
+
+/// How many embedded entries (`tw_entry`) the target arms, in place.
+const ENTRIES: usize = 16;
 
 /// Reads the fuzz input as a stream of integers; zeros when it runs out.
 struct Bytes<'a>(&'a [u8]);
@@ -120,6 +134,24 @@ fuzz_target!(|data: &[u8]| {
     let mut shards: Vec<*mut tw_shard> = Vec::new();
     let mut wheel: *mut tw_wheel = null_mut();
     let mut keys: Vec<u64> = Vec::new();
+    // Embedded timers: entries that never move (a boxed slice, freed after
+    // their wheel, which disarms them), each set up once before any use.
+    let entries: *mut tw_entry = Box::into_raw(Box::<[tw_entry]>::new_uninit_slice(ENTRIES)).cast();
+    let mut entry_wheel: *mut tw_entry_wheel = null_mut();
+    // SAFETY: `entries` holds room for ENTRIES entries, none armed.
+    unsafe {
+        assert_eq!(tw_entry_init(entries, None), tw_result::TW_NULL_POINTER);
+        assert_eq!(
+            tw_entry_init(null_mut(), Some(on_entry)),
+            tw_result::TW_NULL_POINTER
+        );
+        for i in 0..ENTRIES {
+            assert_eq!(
+                tw_entry_init(entries.add(i), Some(on_entry)),
+                tw_result::TW_OK
+            );
+        }
+    }
 
     let mut steps = 0;
     while !input.is_empty() && steps < 200 {
@@ -137,7 +169,7 @@ fuzz_target!(|data: &[u8]| {
         };
         // SAFETY (every call below): as above.
         unsafe {
-            let op = input.u8() % 24;
+            let op = input.u8() % 28;
             let result = match op {
                 0 => {
                     let mut id = 0;
@@ -333,6 +365,91 @@ fuzz_target!(|data: &[u8]| {
                         _ => tw_wheel_clear(w, Some(on_wheel_expiry), null_mut()),
                     }
                 }
+                23..=26 => {
+                    if entry_wheel.is_null() {
+                        known(tw_entry_wheel_new(input.u64(), &mut entry_wheel));
+                    }
+                    let w = if input.u8() % 16 == 0 {
+                        null()
+                    } else {
+                        entry_wheel as *const tw_entry_wheel
+                    };
+                    let e = if pick % 16 == 0 {
+                        null_mut()
+                    } else {
+                        entries.add(pick % ENTRIES)
+                    };
+                    match input.u8() % 10 {
+                        0 => tw_entry_schedule(w, e, input.u64()),
+                        1 => tw_entry_schedule_at(w, e, input.u64()),
+                        2 => {
+                            let mut tick = 0;
+                            let out = if pick % 4 == 0 { null_mut() } else { &mut tick };
+                            tw_entry_schedule_in_range(w, e, input.u64(), input.u64(), out)
+                        }
+                        3 => {
+                            let mut cancelled = false;
+                            tw_entry_cancel(e, &mut cancelled)
+                        }
+                        4 => {
+                            let (mut armed, mut tick) = (false, 0);
+                            tw_entry_deadline(e, &mut armed, &mut tick)
+                        }
+                        5 => {
+                            let (mut fired, mut n, mut done) = (0u64, 0, false);
+                            let ctx = if pick % 2 == 0 {
+                                null_mut()
+                            } else {
+                                &raw mut fired
+                            };
+                            let r = tw_entry_wheel_advance(
+                                w,
+                                input.u64(),
+                                input.u8() as usize,
+                                ctx.cast(),
+                                &mut n,
+                                &mut done,
+                            );
+                            if r == tw_result::TW_OK && !ctx.is_null() {
+                                assert_eq!(fired, n as u64, "each fired entry's callback ran once");
+                            }
+                            r
+                        }
+                        6 => {
+                            // Some polls of a pass, or the whole of it.
+                            let target = input.u64();
+                            let mut r = tw_result::TW_OK;
+                            for _ in 0..=input.u8() % 8 {
+                                let (mut got, mut callback) = (null_mut(), None);
+                                r = tw_entry_wheel_poll(w, target, &mut got, &mut callback);
+                                if r != tw_result::TW_OK || got.is_null() {
+                                    assert!(callback.is_none() || r != tw_result::TW_OK);
+                                    break;
+                                }
+                                assert!(callback.is_some(), "a polled entry has its callback");
+                                let mut armed = true;
+                                assert_eq!(
+                                    tw_entry_deadline(got, &mut armed, null_mut()),
+                                    tw_result::TW_OK
+                                );
+                                assert!(!armed, "a polled entry is no longer armed");
+                            }
+                            r
+                        }
+                        7 => {
+                            let mut t = 0;
+                            tw_entry_wheel_ticks_to_next_event(w, input.u64(), &mut t)
+                        }
+                        8 => {
+                            let mut t = 0;
+                            tw_entry_wheel_now(w, &mut t)
+                        }
+                        _ => {
+                            let mut n = 0;
+                            tw_entry_wheel_len(w, &mut n)
+                        }
+                    }
+                }
                 _ => tw_result::TW_OK,
             };
             let result = known(result);
@@ -348,6 +465,21 @@ fuzz_target!(|data: &[u8]| {
             known(tw_shard_release(shard));
         }
         tw_wheel_free(wheel);
+        // The wheel first: it disarms the entries, whose memory goes next.
+        tw_entry_wheel_free(entry_wheel);
+        tw_entry_wheel_free(null_mut());
+        for i in 0..ENTRIES {
+            let mut armed = true;
+            assert_eq!(
+                tw_entry_deadline(entries.add(i), &mut armed, null_mut()),
+                tw_result::TW_OK
+            );
+            assert!(!armed, "freeing the wheel disarms its entries");
+        }
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            entries.cast::<std::mem::MaybeUninit<tw_entry>>(),
+            ENTRIES,
+        )));
         tw_service_free(service);
         tw_service_free(null_mut());
         tw_wheel_free(null_mut());
