@@ -44,14 +44,19 @@ static void record(tw_entry *e, void *ctx) {
     log->n++;
 }
 
+/* Numbers `n` connections from 0 and sets up their timers with `cb`. */
+static void init_conns(struct conn *c, int n, tw_entry_fn cb) {
+    for (int i = 0; i < n; i++) {
+        c[i].id = i;
+        CHECK_OK(tw_entry_init(&c[i].timer, cb));
+    }
+}
+
 static void test_order_and_exact_ticks(void) {
     tw_entry_wheel *w = NULL;
     CHECK_OK(tw_entry_wheel_new(0, &w));
     struct conn c[4];
-    for (int i = 0; i < 4; i++) {
-        c[i].id = i;
-        CHECK_OK(tw_entry_init(&c[i].timer, record));
-    }
+    init_conns(c, 4, record);
     /* Levels 0, 1 and 2, and two on one tick: arming order within it; a
      * schedule of an armed entry moves it and counts as arming again. */
     CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5000));
@@ -89,10 +94,7 @@ static void test_range_and_capped_advance(void) {
     tw_entry_wheel *w = NULL;
     CHECK_OK(tw_entry_wheel_new(0, &w));
     struct conn c[3];
-    for (int i = 0; i < 3; i++) {
-        c[i].id = i;
-        CHECK_OK(tw_entry_init(&c[i].timer, record));
-    }
+    init_conns(c, 3, record);
     uint64_t tick = 0;
     /* The tick with the most trailing zero bits in 100..200 is 128. */
     CHECK_OK(tw_entry_schedule_in_range(w, &c[0].timer, 100, 200, &tick));
@@ -368,11 +370,9 @@ static void test_poll_order_and_exact_ticks(void) {
     tw_entry_wheel *w = NULL;
     CHECK_OK(tw_entry_wheel_new(0, &w));
     struct conn c[5];
-    for (int i = 0; i < 5; i++) {
-        c[i].id = i;
-        /* c[1] has a callback of its own, which its poll hands back. */
-        CHECK_OK(tw_entry_init(&c[i].timer, i == 1 ? record_too : record));
-    }
+    init_conns(c, 5, record);
+    /* c[1] has a callback of its own, which its poll hands back. */
+    CHECK_OK(tw_entry_init(&c[1].timer, record_too));
     /* As test_order_and_exact_ticks, and one due after the target. */
     CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5000));
     CHECK_OK(tw_entry_schedule(w, &c[1].timer, 70));
@@ -402,10 +402,7 @@ static void test_poll_a_zero_delay_waits_for_the_next_pass(void) {
     tw_entry_wheel *w = NULL;
     CHECK_OK(tw_entry_wheel_new(0, &w));
     struct conn c[3];
-    for (int i = 0; i < 3; i++) {
-        c[i].id = i;
-        CHECK_OK(tw_entry_init(&c[i].timer, record));
-    }
+    init_conns(c, 3, record);
     CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5));
     CHECK_OK(tw_entry_schedule(w, &c[1].timer, 5));
     CHECK_OK(tw_entry_schedule(w, &c[2].timer, 9));
