@@ -40,8 +40,21 @@ impl Extend<u32> for Spares<'_> {
 }
 
 /// How many freed slots an owner keeps before handing them back to the
-/// service (bounds what idle shards hold on to).
-const LOCAL_FREE_MAX: usize = 1024;
+/// service (bounds what idle shards hold on to: at most 4,096 + `SPILL`
+/// slots of 64 bytes, 278 KB a shard).
+///
+/// A shard whose armed timers swing by more than this cycles slots through
+/// the arena: at the top of the swing it spills chunks, at the bottom its
+/// STARTs take them back (`alloc_line`), each a walk over cold slots. The
+/// cross-stop ring (`examples/owner_ops.rs`: 4 batches of 256 in flight
+/// per thread, 1,344 slots with the rotation) did that with a cap of
+/// 1,024: under callgrind 60 % of its STARTs took a chunk's slot and
+/// instructions fell 7 % with 4,096 (572 M -> 530 M, `cross-stop 400000
+/// 2`); `farm-bench` 10 alternating runs of `cross-stop 3000000 8`: wall
+/// 0.96x. Handing back only the slots unused since a review (a low-water
+/// mark over the last 1,024 frees) did not help: a poll that reclaims a
+/// neighbour's burst of stops frees more than that with no START between.
+const LOCAL_FREE_MAX: usize = 4096;
 
 /// How many freed slots an owner hands back at once, as one chunk
 /// (`Arena::push_chunk`), when it holds more than `LOCAL_FREE_MAX`; and so
