@@ -187,7 +187,10 @@ for mode in "${modes[@]}"; do
         lto_c -o "$build/test_threads_lto" ffi-tests/test_threads.c
         lto_c -o "$build/ratas_workload_lto" ffi-tests/ratas_workload.c
         lto_c -o "$build/test_entry_lto" ffi-tests/test_entry.c
-        lto_c -o "$build/ratas_workload_entry_lto" ffi-tests/ratas_workload_entry.c
+        # The benchmark build (NDEBUG: no per-pass assertion, as Cargo's
+        # bench profile has none); the checked build asserts every pass.
+        lto_c -DNDEBUG -o "$build/ratas_workload_entry_lto" ffi-tests/ratas_workload_entry.c
+        lto_c -o "$build/ratas_workload_entry_checked_lto" ffi-tests/ratas_workload_entry.c
         lto_c -DRATAS_ADVANCE -o "$build/ratas_workload_entry_advance_lto" ffi-tests/ratas_workload_entry.c
         "$build/test_c_lto"
         "$build/test_entry_lto"
@@ -211,7 +214,7 @@ for mode in "${modes[@]}"; do
             "$target_dir/ffi/debug/libtickwheel.a" "${libs[@]}"
         for range in yes no; do
             gcc_sum=$(BENCH_PAIR_COUNT=20 BENCH_ALLOW_SCHEDULE_IN_RANGE=$range "$build/ratas_workload_gcc" | cut -d, -f5)
-            for port in ratas_workload_lto ratas_workload_entry_lto ratas_workload_entry_advance_lto; do
+            for port in ratas_workload_lto ratas_workload_entry_lto ratas_workload_entry_checked_lto ratas_workload_entry_advance_lto; do
                 lto_sum=$(BENCH_PAIR_COUNT=20 BENCH_ALLOW_SCHEDULE_IN_RANGE=$range "$build/$port" | cut -d, -f5)
                 echo "Ratas workload, 20 pairs, range $range: checksum $lto_sum ($port) / $gcc_sum (gcc, debug library)"
                 [ -n "$lto_sum" ] && [ "$lto_sum" = "$gcc_sum" ] || { echo "lto: checksums differ" >&2; exit 1; }

@@ -120,11 +120,13 @@ impl std::fmt::Debug for tw_entry {
 
 impl tw_entry_wheel {
     /// A poll found no poll pass open: begins one, unless an advance runs
-    /// (the poll comes from one of its callbacks). Out of line, so that the
-    /// poll's common path stays small enough for cross-language LTO to
-    /// inline it; not `#[cold]`, which kept the poll itself from being
-    /// inlined into the Ratas port (`ffi-tests/run.sh lto` checks).
-    #[inline(never)]
+    /// (the poll comes from one of its callbacks). Inlined into the poll:
+    /// a pass opens about once per fired entry in Ratas' workload, and as a
+    /// call it cost 2.5 % of the C port's instructions at 100 pairs
+    /// (callgrind, `ffi-tests/ratas_workload_entry.c`). Never `#[cold]`,
+    /// which kept the poll itself from being inlined into C under LTO
+    /// (`ffi-tests/run.sh lto` checks that it is).
+    #[inline(always)]
     fn open_poll_pass(&self) -> Result<(), tw_result> {
         match self.pass.get() {
             Pass::Advancing => Err(tw_result::TW_REENTRANT),
