@@ -47,12 +47,13 @@ impl Extend<u32> for Spares<'_> {
 /// the arena: at the top of the swing it spills chunks, at the bottom its
 /// STARTs take them back (`alloc_line`), each a walk over cold slots. The
 /// cross-stop ring (`examples/owner_ops.rs`: 4 batches of 256 in flight
-/// per thread, 1,344 slots with the rotation) did that with a cap of
-/// 1,024: under callgrind 60 % of its STARTs took a chunk's slot and
-/// instructions fell 7 % with 4,096 (572 M -> 530 M, `cross-stop 400000
-/// 2`); `farm-bench` 10 alternating runs of `cross-stop 3000000 8`: wall
-/// 0.96x. Handing back only the slots unused since a review (a low-water
-/// mark over the last 1,024 frees) did not help: a poll that reclaims a
+/// per thread, 1,344 slots with the rotation) does that with a cap of
+/// 1,024: under callgrind 60 % of its STARTs take a chunk's slot, and
+/// 4,096 runs it in 7 % fewer instructions (572 M -> 530 M, `cross-stop
+/// 400000 2`) and 0.95-0.96x the time at 8 threads (`farm-bench`, 10
+/// alternating runs of `cross-stop 3000000 8`). Handing back only the
+/// slots unused since a review (a low-water mark over the last 1,024
+/// frees) instead of a cap does not stop the cycle: a poll that reclaims a
 /// neighbour's burst of stops frees more than that with no START between.
 const LOCAL_FREE_MAX: usize = 4096;
 
