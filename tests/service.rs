@@ -668,8 +668,9 @@ fn item13_stopped_timers_are_reclaimed_at_the_next_poll_and_churn_stays_flat() {
 
 /// An owner keeps a bounded number of the slots it freed for its own
 /// STARTs and hands the rest back, so another shard's STARTs reuse them
-/// instead of growing the arena (the bound: `LOCAL_FREE_MAX` in
-/// `src/service/shard/free.rs`, 4,096 + 256 slots).
+/// instead of growing the arena (the bound: `LOCAL_FREE_MIN` and
+/// `LOCAL_FREE_MAX` in `src/service/shard/free.rs`, at most 4,096 + 256
+/// slots).
 #[test]
 fn item13_an_owners_surplus_free_slots_serve_other_shards() {
     let (service, guard, _clock) = embedded(2);

@@ -127,6 +127,11 @@ struct ShardCore {
     /// service-wide free list, a cache line every shard would share. First
     /// in, first out, and never drained below `ROTATION` (see there).
     free_slots: VecDeque<FreeSlot>,
+    /// How many free slots this owner keeps before it spills (see
+    /// `LOCAL_FREE_MAX`), and whether it spilled since its own STARTs last
+    /// ran out.
+    free_cap: usize,
+    spilled: bool,
     /// Slots taken off the remote queue but not yet applied, in push order,
     /// linked through `queue_next` (see `poll`): the first, or `NIL`.
     backlog: u32,
@@ -204,6 +209,8 @@ impl Shard {
                 linked: 0,
                 pending: NIL,
                 free_slots: VecDeque::new(),
+                free_cap: free::LOCAL_FREE_MIN,
+                spilled: false,
                 backlog: NIL,
                 backlog_tail: NIL,
                 deferred: Vec::new(),

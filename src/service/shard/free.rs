@@ -39,26 +39,36 @@ impl Extend<u32> for Spares<'_> {
     }
 }
 
-/// How many freed slots an owner keeps before handing them back to the
-/// service (bounds what idle shards hold on to: at most 4,096 + `SPILL`
+/// How many freed slots an owner keeps, to begin with, before handing
+/// them back to the service (bounds what idle shards hold on to).
+pub(super) const LOCAL_FREE_MIN: usize = 1024;
+
+/// The most freed slots an owner keeps (at most `LOCAL_FREE_MAX + SPILL`
 /// slots of 64 bytes, 278 KB a shard).
 ///
-/// A shard whose armed timers swing by more than this cycles slots through
-/// the arena: at the top of the swing it spills chunks, at the bottom its
-/// STARTs take them back (`alloc_line`), each a walk over cold slots. The
-/// cross-stop ring (`examples/owner_ops.rs`: 4 batches of 256 in flight
-/// per thread, 1,344 slots with the rotation) does that with a cap of
-/// 1,024: under callgrind 60 % of its STARTs take a chunk's slot, and
-/// 4,096 runs it in 7 % fewer instructions (572 M -> 530 M, `cross-stop
-/// 400000 2`) and 0.95-0.96x the time at 8 threads (`farm-bench`, 10
-/// alternating runs of `cross-stop 3000000 8`). Handing back only the
-/// slots unused since a review (a low-water mark over the last 1,024
-/// frees) instead of a cap does not stop the cycle: a poll that reclaims a
-/// neighbour's burst of stops frees more than that with no START between.
+/// An owner's cap starts at `LOCAL_FREE_MIN` and doubles, up to this,
+/// each time its own STARTs run out of kept slots after it spilled some
+/// (`Shard::alloc_line`): a shard whose armed timers swing by more than
+/// the cap would otherwise cycle slots through the arena, spilling chunks
+/// at the top of each swing and taking them back at the bottom, each a
+/// walk over cold slots. The cross-stop ring (`examples/owner_ops.rs`: 4
+/// batches of 256 in flight per thread, 1,344 slots with the rotation)
+/// does that under a fixed cap of 1,024: under callgrind 60 % of its
+/// STARTs take a chunk's slot, and without the cycle it runs in 7 % fewer
+/// instructions (572 M -> 530 M, `cross-stop 400000 2`) and 0.95-0.96x
+/// the time at 8 threads (`farm-bench`, 10 alternating runs of
+/// `cross-stop 3000000 8`). An owner whose own STARTs take nothing back
+/// keeps its cap: the slots it frees for other threads' STARTs (which
+/// take theirs from the arena) go back past 1,024
+/// (`tests/alloc_free_start.rs::a_non_owner_start_capturing_16_bytes_allocates_nothing`).
+/// Handing back only the slots unused since a review (a low-water mark
+/// over the last 1,024 frees) instead of a cap does not stop the cycle: a
+/// poll that reclaims a neighbour's burst of stops frees more than that
+/// with no START between.
 const LOCAL_FREE_MAX: usize = 4096;
 
 /// How many freed slots an owner hands back at once, as one chunk
-/// (`Arena::push_chunk`), when it holds more than `LOCAL_FREE_MAX`; and so
+/// (`Arena::push_chunk`), when it holds more than its cap; and so
 /// the most it takes back at once when its own run out.
 #[cfg(not(any(loom, shuttle)))]
 const SPILL: usize = 256;
@@ -121,6 +131,11 @@ impl Shard {
         // SAFETY: forwarded.
         unsafe {
             self.core(|core| {
+                if core.spilled {
+                    // Spilled slots this owner's STARTs needed after all.
+                    core.free_cap = (core.free_cap * 2).min(LOCAL_FREE_MAX);
+                    core.spilled = false;
+                }
                 if core.borrowed == NIL {
                     core.borrowed = arena.pop_chunk();
                 }
@@ -163,9 +178,9 @@ impl Shard {
     }
 
     /// Puts a FREE slot on this owner's free slots: it joins the back of
-    /// the rotation; past `LOCAL_FREE_MAX`, the `SPILL` that have rested
-    /// longest go back to the service as one chunk (see `ROTATION`,
-    /// `Arena::push_chunk`).
+    /// the rotation; past the owner's cap (see `LOCAL_FREE_MAX`), the
+    /// `SPILL` that have rested longest go back to the service as one
+    /// chunk (see `ROTATION`, `Arena::push_chunk`).
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core; the
@@ -178,7 +193,8 @@ impl Shard {
                     index,
                     slot: std::ptr::NonNull::from(slot),
                 });
-                if core.free_slots.len() > LOCAL_FREE_MAX + SPILL {
+                if core.free_slots.len() > core.free_cap + SPILL {
+                    core.spilled = true;
                     let mut first = NIL;
                     for _ in 0..SPILL {
                         if let Some(rested) = core.free_slots.pop_front() {
