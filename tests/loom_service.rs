@@ -1033,6 +1033,47 @@ fn lent_shard_keeps_one_threads_order() {
     });
 }
 
+/// A list of stops alone is applied newest first (`remote.rs`, "Order"),
+/// which is only sound because every arming's push marks its list: one
+/// thread's two remote STARTs, due on the same tick, with another thread's
+/// remote stop of an owner's timer beside them, while the owner polls
+/// (its take may split them over lists of any mix). The STARTs fire in
+/// the order they were made and the stopped timer never runs. Fails
+/// (["second", "first"]) when a START's push leaves `ARMINGS` unset
+/// (`handoff.rs`, `remote.push(.., false)`): the owner then applies a list
+/// holding both STARTs newest first.
+#[test]
+fn remote_starts_keep_their_order_beside_remote_stops() {
+    model("remote_starts_keep_their_order_beside_remote_stops", || {
+        let (service, mut guard, clock) = service();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let logger = |name: &'static str| {
+            let order = order.clone();
+            move |_: &mut tickwheel::Expiry<'_>| order.lock().unwrap().push(name)
+        };
+        let stopped = service.start(TICK * 2, logger("stopped")).unwrap();
+        guard.poll().unwrap();
+        let starter = {
+            let service = service.clone();
+            let (first, second) = (logger("first"), logger("second"));
+            thread::spawn(move || {
+                let spec = || tickwheel::TimerSpec::after(TICK * 2).on_shard(0);
+                let first = service.schedule(spec(), first).unwrap();
+                let second = service.schedule(spec(), second).unwrap();
+                [first, second]
+            })
+        };
+        let stopper = thread::spawn(move || stopped.cancel());
+        guard.poll().unwrap();
+        let timers = starter.join().unwrap();
+        assert_eq!(stopper.join().unwrap(), Stop::Cancelled);
+        clock.advance(TICK * 2);
+        guard.poll().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec!["first", "second"]);
+        drop(timers);
+    });
+}
+
 /// The shutdown sweep against callbacks and threads that drop handles
 /// (CONTRACT 15 and 19). Timer A's callback owns the handle of timer B on
 /// the same shard, so the sweep, dropping A's callback, drops B's handle on

@@ -76,7 +76,8 @@ impl Inner {
             unsafe { remote::write_proxy(proxy, message) };
             (index, proxy)
         };
-        let pending = target.remote.push(index, slot) as usize;
+        // An arming either way (a START's slot or a RESTART's proxy).
+        let pending = target.remote.push(index, slot, true) as usize;
         // An arming needs the owner by its deadline, and at most one
         // producer per sleep wins the wake (`Shard::claim_wake`). Past
         // `WAKE_AFTER_PENDING` entries the owner is needed now whatever they

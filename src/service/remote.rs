@@ -54,7 +54,13 @@
 //!   that happened before another on a different thread is linked first
 //!   and fires first among the timers due on one tick (CONTRACT 5). Before
 //!   the owner links its own START or RESTART it applies what is queued
-//!   (`Shard::catch_up`).
+//!   (`Shard::catch_up`). Only armings need that order: a push of one sets
+//!   [`ARMINGS`] in the queue's word in the same CAS, and a list taken
+//!   without it (stops and releases alone, each settling its own slot) is
+//!   applied newest first, with no walk to reverse it. A revived START
+//!   pushes nothing, but its slot was queued by its START, so the list
+//!   that holds it is in push order; the entry it must follow may be in a
+//!   later list without armings, where nothing else it must follow is.
 //! * **ABA.** The owner only ever takes the whole list, so a slot is never
 //!   popped while a pusher still reads the head.
 //! * **Waking.** The push's CAS returns how many entries are queued. A
@@ -152,8 +158,18 @@ const RECLAIM_MIN: u32 = 64;
 #[cfg(any(loom, shuttle))]
 const RECLAIM_MIN: u32 = 0;
 
-/// The queue's word when it is empty: no head, a count of 0.
+/// The queue's word when it is empty: no head, a count of 0, no arming.
 const EMPTY: u64 = NIL as u64;
+
+/// Set in the queue's word by the push of an arming (a START's slot or a
+/// RESTART's proxy) and kept by every push after it until the owner takes
+/// the list: only such a list needs applying in push order (see "Order" in
+/// the module docs). A list of stops and releases alone is applied as it
+/// comes, newest first, with no walk to reverse it.
+const ARMINGS: u64 = 1 << 63;
+
+/// The most a word counts: the count stops short of [`ARMINGS`].
+const COUNT_MAX: u32 = (1 << 31) - 1;
 
 /// The slots other threads handed a shard's owner. One word: the first
 /// slot's index in the low 32 bits, how many were pushed since the owner
@@ -253,7 +269,7 @@ const fn head(word: u64) -> u32 {
 }
 
 const fn count(word: u64) -> u32 {
-    (word >> 32) as u32
+    ((word & !ARMINGS) >> 32) as u32
 }
 
 impl RemoteQueue {
@@ -269,13 +285,15 @@ impl RemoteQueue {
     }
 
     /// Pushes slot `index` (`slot`), whose `QUEUED` bit this thread has just
-    /// set. Returns how many slots are queued now, this one included.
-    pub(crate) fn push(&self, index: u32, slot: &Slot) -> u32 {
+    /// set; `arming`: a START's slot or a RESTART's proxy (see [`ARMINGS`]).
+    /// Returns how many slots are queued now, this one included.
+    pub(crate) fn push(&self, index: u32, slot: &Slot, arming: bool) -> u32 {
+        let flag = if arming { ARMINGS } else { 0 };
         let mut old = self.line.word.load(Ordering::Relaxed);
         loop {
             slot.queue_next.store(head(old), Ordering::Relaxed);
-            let queued = count(old).saturating_add(1);
-            let new = (u64::from(queued) << 32) | u64::from(index);
+            let queued = count(old).saturating_add(1).min(COUNT_MAX);
+            let new = (u64::from(queued) << 32) | u64::from(index) | (old & ARMINGS) | flag;
             // SeqCst: release for the link and the slot (the owner takes the
             // list with a SeqCst swap), and the store half of the handshake
             // with `Shard::publish_sleep`.
@@ -404,13 +422,12 @@ impl RemoteQueue {
         head(self.line.word.load(Ordering::SeqCst))
     }
 
-    /// Takes every queued slot, in the order they were pushed: the indexes
-    /// of the first and the last ([`NIL`] when none); each slot's
-    /// `queue_next` leads to the next. Owner side. Costs one load when the
-    /// queue is empty.
-    pub(crate) fn take(&self, arena: &Arena) -> (u32, u32) {
+    /// Takes every queued slot (see [`Taken`]); each slot's `queue_next`
+    /// leads to the next. Owner side. Costs one load when the queue is
+    /// empty.
+    pub(crate) fn take(&self, arena: &Arena) -> Taken {
         if self.line.word.load(Ordering::Relaxed) == EMPTY {
-            return (NIL, NIL);
+            return Taken::NONE;
         }
         // SeqCst: acquire for the links and slots, and every access of the
         // sleep handshake SeqCst: miri implements the older C++11 SeqCst
@@ -427,6 +444,16 @@ impl RemoteQueue {
             self.hints.prefetch(arena, queued, back);
         }
         let mut index = head(taken);
+        if taken & ARMINGS == 0 {
+            // Stops and releases alone: each settles its own slot, and
+            // their order decides nothing. The owner's walk prefetches as
+            // it goes (`prefetch_ahead`).
+            return Taken {
+                first: index,
+                last: NIL,
+                newest_first: Some(queued),
+            };
+        }
         let last = index;
         // Reverse into push order. The links are ours: every slot on the
         // list is `QUEUED`, and only its taker clears that.
@@ -442,8 +469,45 @@ impl RemoteQueue {
             reversed = index;
             index = next;
         }
-        (reversed, last)
+        Taken {
+            first: reversed,
+            last,
+            newest_first: None,
+        }
     }
+
+    /// The owner's walk of a list taken newest first, at its `back`th
+    /// entry: starts loading the slot `AHEAD` pushes further on (see
+    /// [`Taken::newest_first`]).
+    #[inline]
+    pub(crate) fn prefetch_ahead(&self, arena: &Arena, queued: u32, back: u32) {
+        self.hints
+            .prefetch(arena, queued, back.saturating_add(AHEAD));
+    }
+}
+
+/// What [`RemoteQueue::take`] took: the list's `first` slot and its `last`
+/// ([`NIL`] for both when nothing was queued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) first: u32,
+    /// The last slot, for a list in push order; [`NIL`] for a list taken
+    /// newest first (no revived START waits on such a list: a revivable
+    /// slot was queued by its START, whose list is in push order).
+    pub(crate) last: u32,
+    /// `None`: the list is in push order (it holds an arming; walked once
+    /// already to reverse it, so its slots are on their way in). `Some(n)`:
+    /// stops and releases alone, `n` of them, newest first and not walked
+    /// yet.
+    pub(crate) newest_first: Option<u32>,
+}
+
+impl Taken {
+    const NONE: Taken = Taken {
+        first: NIL,
+        last: NIL,
+        newest_first: None,
+    };
 }
 
 /// A revived START's `owned.prev` when the queue was empty as it was

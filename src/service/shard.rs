@@ -135,8 +135,13 @@ struct ShardCore {
     /// Slots taken off the remote queue but not yet applied, in push order,
     /// linked through `queue_next` (see `poll`): the first, or `NIL`.
     backlog: u32,
-    /// The last slot of the list `backlog` came from.
+    /// The last slot of the list `backlog` came from, if it is in push
+    /// order (`remote::Taken::last`).
     backlog_tail: u32,
+    /// For a backlog taken newest first (`remote::Taken::newest_first`):
+    /// how many slots its list held and how far the walk has come, for the
+    /// walk's prefetches; `(0, 0)` for a list in push order.
+    walk: (u32, u32),
     /// Revived STARTs taken in before the entry they must follow
     /// (`Inner::revive`): linked when that entry is applied.
     deferred: Vec<Deferred>,
@@ -213,6 +218,7 @@ impl Shard {
                 spilled: false,
                 backlog: NIL,
                 backlog_tail: NIL,
+                walk: (0, 0),
                 deferred: Vec::new(),
                 borrowed: NIL,
             }),
@@ -705,6 +711,7 @@ impl Shard {
                 core.linked = 0;
                 core.pending = NIL;
                 core.backlog = NIL;
+                core.walk = (0, 0);
                 core.deferred.clear();
             })
         };

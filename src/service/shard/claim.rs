@@ -230,7 +230,7 @@ impl Shard {
     /// the reclaim bound (`RemoteQueue::reclaim_due`, as of the owner's last
     /// poll), and only if its wake claim wins.
     pub(crate) fn push_stop(&self, index: u32, slot: &Slot) -> bool {
-        let queued = self.remote.push(index, slot);
+        let queued = self.remote.push(index, slot, false);
         self.remote.reclaim_due(queued) && self.queued_for(0)
     }
 

@@ -39,11 +39,19 @@ impl Shard {
         unsafe {
             self.core(|core| {
                 if core.backlog == NIL && refill {
-                    (core.backlog, core.backlog_tail) = self.remote.take(&inner.arena);
+                    let taken = self.remote.take(&inner.arena);
+                    (core.backlog, core.backlog_tail) = (taken.first, taken.last);
+                    core.walk = (taken.newest_first.unwrap_or(0), 0);
                 }
                 let index = core.backlog;
                 if index == NIL {
                     return None;
+                }
+                if core.walk.0 != 0 {
+                    // A list of stops newest first: this walk is its first.
+                    self.remote
+                        .prefetch_ahead(&inner.arena, core.walk.0, core.walk.1);
+                    core.walk.1 += 1;
                 }
                 // SAFETY: a queued slot is allocated and cannot be freed
                 // while `QUEUED` is set (`remote.rs`); its link is read
@@ -162,6 +170,8 @@ impl Shard {
         let deferred = unsafe {
             self.core(|core| {
                 let after = if after == REVIVE_AFTER_BATCH {
+                    // Its own list, which its START put in push order.
+                    debug_assert!(core.walk.0 == 0 && core.backlog_tail != NIL);
                     core.backlog_tail
                 } else {
                     after
