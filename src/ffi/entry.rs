@@ -119,8 +119,9 @@ impl std::fmt::Debug for tw_entry {
 }
 
 impl tw_entry_wheel {
-    /// A poll found no poll pass open: begins one, unless an advance runs
-    /// (the poll comes from one of its callbacks). Inlined into the poll:
+    /// A poll's pass: goes on in the open one, begins one if none is open,
+    /// and is refused while an advance runs (the poll comes from one of its
+    /// callbacks). Inlined into the poll:
     /// a pass opens about once per fired entry in Ratas' workload, and as a
     /// call it cost 2.5 % of the C port's instructions at 100 pairs
     /// (callgrind, `ffi-tests/ratas_workload_entry.c`). Never `#[cold]`,
@@ -523,10 +524,7 @@ pub unsafe extern "C" fn tw_entry_wheel_poll(
         let callback_out = out_opt(callback_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
-        // Every call but a pass's first finds it open: one comparison.
-        if wheel.pass.get() != Pass::Polling {
-            wheel.open_poll_pass()?;
-        }
+        wheel.open_poll_pass()?;
         let (entry, callback) = match wheel.with(|w| w.poll_entry(target_tick)) {
             // SAFETY: the entry was armed until now, so it is alive; its
             // callback is read before the caller may free it.
