@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release --example churn_lateness -- \
-//!     [--impl tickwheel|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|all] \
+//!     [--impl tickwheel|tickwheel-pool|tokio|tokio-threads|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|threads|all] \
 //!     [--timers 200000] [--seconds 12] [--arm-threads 4] [--churn-threads 4] \
 //!     [--drain 3] [--tokio-workers N] [--churn-batch 256] [--tick-us 1000]
 //! ```
@@ -64,6 +64,15 @@
 //! after every `--churn-batch` pairs (a task that never yields would hold a
 //! worker thread for ever, and there are more churn tasks than workers).
 //!
+//! tokio with the churn on plain threads (`--impl tokio-threads`; `threads`
+//! runs it beside `tickwheel`, and `all` runs it): the same runtime and
+//! measured tasks, but the `--churn-threads` loops are threads inside the
+//! runtime's context (`Handle::enter`), flat out, as tickwheel's churn
+//! threads are. This is the shape to hold `Driver::Threads` against: there
+//! the threads that fire the timers (tickwheel's drivers, tokio's workers
+//! parked in their driver) wait for a CPU behind busy threads, where in
+//! `tokio` above the workers are the only busy threads.
+//!
 //! tickwheel's futures on tokio's runtime (`--impl tickwheel-sleep`; `sleeps`
 //! runs it and tokio's side, `all` runs every variant): tokio's side above,
 //! task for task, with `TimerService::sleep_until` / `sleep` (a
@@ -104,6 +113,9 @@ enum Impl {
     /// tickwheel as a thread pool embeds it: see `run_tickwheel_pool`.
     TickwheelPool,
     Tokio,
+    /// tokio's runtime with the churn on plain threads, as `Tickwheel`'s
+    /// churn runs: see `run_tokio`.
+    TokioThreads,
     /// tickwheel's `Sleep` futures on tokio's runtime: see `run_tokio`.
     TickwheelSleep,
     /// `TickwheelSleep` with real-time driver threads.
@@ -132,7 +144,7 @@ struct Config {
 fn usage(problem: &str) -> ! {
     eprintln!("churn_lateness: {problem}");
     eprintln!(
-        "usage: churn_lateness [--impl tickwheel|tickwheel-rt|tickwheel-pool|tokio|tickwheel-sleep|tickwheel-sleep-rt|tickwheel-sleep-pool|sleeps|both|all] \
+        "usage: churn_lateness [--impl tickwheel|tickwheel-rt|tickwheel-pool|tokio|tokio-threads|tickwheel-sleep|tickwheel-sleep-rt|tickwheel-sleep-pool|sleeps|both|threads|all] \
          [--timers N] \
          [--seconds S] \
          [--arm-threads N] [--churn-threads N] [--drain S] [--tokio-workers N] [--churn-batch N] \
@@ -172,6 +184,7 @@ fn parse_args() -> Config {
                     "tickwheel-rt" => vec![Impl::TickwheelRealtime],
                     "tickwheel-pool" => vec![Impl::TickwheelPool],
                     "tokio" => vec![Impl::Tokio],
+                    "tokio-threads" => vec![Impl::TokioThreads],
                     "tickwheel-sleep" => vec![Impl::TickwheelSleep],
                     "tickwheel-sleep-rt" => vec![Impl::TickwheelSleepRealtime],
                     "tickwheel-sleep-pool" => vec![Impl::TickwheelSleepPool],
@@ -182,11 +195,13 @@ fn parse_args() -> Config {
                         Impl::Tokio,
                     ],
                     "both" => vec![Impl::Tickwheel, Impl::Tokio],
+                    "threads" => vec![Impl::Tickwheel, Impl::TokioThreads],
                     "all" => vec![
                         Impl::Tickwheel,
                         Impl::TickwheelRealtime,
                         Impl::TickwheelPool,
                         Impl::Tokio,
+                        Impl::TokioThreads,
                         Impl::TickwheelSleep,
                         Impl::TickwheelSleepRealtime,
                         Impl::TickwheelSleepPool,
@@ -731,7 +746,19 @@ impl Wake for NoopWake {
 /// tickwheel's `Sleep` futures on `sleeps` (driver threads fire them; the
 /// workers own no shard, so every sleep is armed from a non-owner): the same
 /// tasks, the same executor, only the timer differs.
-fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
+/// Where `run_tokio` runs its churn loops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ChurnOn {
+    /// Tasks on the runtime's workers, yielding after each batch.
+    Tasks,
+    /// Plain threads inside the runtime's context (`Handle::enter`), flat
+    /// out, as `run_tickwheel`'s churn threads: the workers that fire the
+    /// timers then wait for a CPU behind them, as tickwheel's driver
+    /// threads do.
+    Threads,
+}
+
+fn run_tokio(config: &Config, sleeps: Option<TimerService>, churn_on: ChurnOn) -> String {
     reset_peak_rss();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.tokio_workers)
@@ -767,7 +794,23 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
             })
         })
         .collect();
+    let churn_threads: Vec<_> = (0..config.churn_threads)
+        .filter(|_| churn_on == ChurnOn::Threads)
+        .map(|k| {
+            let (handle, record, batch) =
+                (runtime.handle().clone(), record.clone(), config.churn_batch);
+            std::thread::spawn(move || {
+                let _inside = handle.enter();
+                let mut rng = Rng::new(k as u64 + 1);
+                let waker = Waker::from(Arc::new(NoopWake));
+                while !record.stop_churn.load(Ordering::Relaxed) {
+                    sleep_churn_batch(None, &record, &mut rng, batch, &waker);
+                }
+            })
+        })
+        .collect();
     let churn: Vec<_> = (0..config.churn_threads)
+        .filter(|_| churn_on == ChurnOn::Tasks)
         .map(|k| {
             let record = record.clone();
             let batch = config.churn_batch;
@@ -783,8 +826,8 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
         })
         .collect();
     let churn_end = end_churn(config, &record);
-    for thread in arming {
-        thread.join().expect("an arming thread panicked");
+    for thread in arming.into_iter().chain(churn_threads) {
+        thread.join().expect("an arming or churn thread panicked");
     }
     // Churn tasks see the flag at their next batch; bounded wait.
     let waited = runtime.block_on(async move {
@@ -807,8 +850,12 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>) -> String {
     let stats = sleeps.as_ref().map(TimerService::stats);
     let title = match &sleeps {
         None => format!(
-            "tokio: multi-thread runtime, {} workers",
-            config.tokio_workers
+            "tokio: multi-thread runtime, {} workers{}",
+            config.tokio_workers,
+            match churn_on {
+                ChurnOn::Tasks => "",
+                ChurnOn::Threads => ", churn on plain threads",
+            }
         ),
         Some(service) => format!(
             "tickwheel Sleep futures on tokio's multi-thread runtime, {} workers \
@@ -1262,16 +1309,17 @@ fn main() {
             Impl::Tickwheel => run_tickwheel(&config, DriverPriority::Normal),
             Impl::TickwheelRealtime => run_tickwheel(&config, DriverPriority::RealTime(1)),
             Impl::TickwheelPool => run_tickwheel_pool(&config),
-            Impl::Tokio => run_tokio(&config, None),
+            Impl::Tokio => run_tokio(&config, None, ChurnOn::Tasks),
+            Impl::TokioThreads => run_tokio(&config, None, ChurnOn::Threads),
             Impl::TickwheelSleepPool => run_sleep_pool(&config),
             Impl::TickwheelSleep => threads_service(&config, DriverPriority::Normal).map_or_else(
                 |refused| refused,
-                |service| run_tokio(&config, Some(service)),
+                |service| run_tokio(&config, Some(service), ChurnOn::Tasks),
             ),
             Impl::TickwheelSleepRealtime => threads_service(&config, DriverPriority::RealTime(1))
                 .map_or_else(
                     |refused| refused,
-                    |service| run_tokio(&config, Some(service)),
+                    |service| run_tokio(&config, Some(service), ChurnOn::Tasks),
                 ),
         };
         print!("{text}");
