@@ -1115,11 +1115,19 @@ fn shutdown_sweep_vs_handle_drops() {
 /// the owner's START for the same tick (the owner saw the remote thread's
 /// flag) fires first. The owner links its own START at once; before it does,
 /// it must apply what the remote queue holds. Without that (`Shard::catch_up`
-/// removed), the owner's timer fires first whenever it saw the flag.
+/// removed), the owner's timer fires first whenever it saw the flag. Three
+/// far-off timers, linked at a poll, lift the queue's reclaim bound to one
+/// entry, so that the owner takes the queue in for the arming it holds
+/// (`ARMINGS`), not for its length: with the flag's test dropped from
+/// `RemoteQueue::owner_start_must_take_in`, this fails.
 #[test]
 fn remote_start_before_owner_start_fires_first() {
     model("remote_start_before_owner_start_fires_first", || {
         let (service, mut owner, clock) = service();
+        for _ in 0..3 {
+            service.start(TICK * 1000, |_| {}).unwrap().forget();
+        }
+        assert_eq!(owner.poll(), Ok(0));
         let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let flag = std::sync::Arc::new(loom::sync::atomic::AtomicBool::new(false));
         let log = |name: &'static str| {

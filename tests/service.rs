@@ -707,6 +707,39 @@ fn item13_an_owners_surplus_free_slots_serve_other_shards() {
     );
 }
 
+/// An owner's START leaves a few stops queued by other threads to its next
+/// poll, but not without bound: an owner that keeps starting timers and
+/// never polls takes the stops in once they pass the reclaim bound, so the
+/// arena stays near the live timers.
+#[test]
+fn item13_an_owner_that_starts_without_polling_still_reclaims_remote_stops() {
+    let (service, _guard, _clock) = embedded(1);
+    let hour = Duration::from_secs(3600);
+    let (rounds, batch) = if cfg!(miri) { (12, 100) } else { (100, 100) };
+    for _ in 0..rounds {
+        let timers: Vec<_> = (0..batch)
+            .map(|_| service.start(hour, |_| {}).unwrap())
+            .collect();
+        std::thread::spawn(move || {
+            for timer in timers {
+                assert_eq!(timer.cancel(), tickwheel::Stop::Cancelled);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+    let stats = service.stats();
+    assert_eq!(stats.armed, 0, "{stats:?}");
+    // Live at most one batch; queued stops at most the bound (64 while the
+    // wheel is empty) plus the batch that crossed it.
+    assert!(
+        stats.slots <= 3 * batch + 256,
+        "{} slots after {} remote stops with the owner starting but never polling: {stats:?}",
+        stats.slots,
+        rounds * batch
+    );
+}
+
 #[test]
 fn item14_stale_and_garbage_handles_are_inactive() {
     let (service, mut guard, clock) = embedded(1);

@@ -5,7 +5,7 @@
 //!     plan_after / plan / plan_at_nanos   shard, deadline tick and rounding (the clock: `clock.rs`, `tsc.rs`)
 //!     callback::new                       the closure, inline in the slot if it fits (`callback.rs`)
 //!     arm
-//!       owner:  catch_up (what others queued goes first, CONTRACT 5),
+//!       owner:  catch_up_before_start (queued armings go first, CONTRACT 5),
 //!               a slot from its own free slots (`Shard::take_local_slot`),
 //!               publish (callback, deadline, then the word ARMED | HANDLE),
 //!               Shard::link (into the wheel, `shard.rs`)
@@ -247,7 +247,7 @@ impl Inner {
         let target = &self.shards[shard];
         // SAFETY: this thread holds the shard's claim (`owns`), and no
         // reference into its core is live while user code runs.
-        unsafe { target.catch_up(self) };
+        unsafe { target.catch_up_before_start(self) };
         // SAFETY: this thread holds the shard's claim (`owns`).
         let (index, slot) = unsafe { self.alloc_owned_slot(target) };
         // SAFETY: `publish` consumes the callback; it is not used again.

@@ -279,6 +279,24 @@ impl Shard {
         true
     }
 
+    /// [`catch_up`](Self::catch_up) before the owner links its own START:
+    /// the same, except that a queue of a few stops alone is left to the
+    /// next poll (see [`RemoteQueue::owner_start_must_take_in`]). Stops
+    /// need no order against the START (each settles its own slot, whose
+    /// word the stopper's CAS has already decided), nor does the START
+    /// need their slots: it takes its own from the owner's free slots.
+    ///
+    /// # Safety
+    /// As for [`take_remote`](Self::take_remote).
+    #[inline]
+    pub(crate) unsafe fn catch_up_before_start(&self, inner: &Inner) {
+        // SAFETY: forwarded.
+        if self.remote.owner_start_must_take_in() || unsafe { self.has_backlog() } {
+            // SAFETY: forwarded.
+            unsafe { self.catch_up_slow(inner) };
+        }
+    }
+
     #[cold]
     unsafe fn catch_up_slow(&self, inner: &Inner) {
         // One snapshot of the queue, taken once the earlier backlog is
