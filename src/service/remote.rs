@@ -53,14 +53,16 @@
 //!   the order of their pushes (it reverses the list it takes): an arming
 //!   that happened before another on a different thread is linked first
 //!   and fires first among the timers due on one tick (CONTRACT 5). Before
-//!   the owner links its own START or RESTART it applies what is queued
-//!   (`Shard::catch_up`). Only armings need that order: a push of one sets
-//!   [`ARMINGS`] in the queue's word in the same CAS, and a list taken
-//!   without it (stops and releases alone, each settling its own slot) is
-//!   applied newest first, with no walk to reverse it. A revived START
-//!   pushes nothing, but its slot was queued by its START, so the list
-//!   that holds it is in push order; the entry it must follow may be in a
-//!   later list without armings, where nothing else it must follow is.
+//!   the owner links its own RESTART it applies what is queued
+//!   (`Shard::catch_up`); before its own START, only a queue that holds an
+//!   arming or more stops than the reclaim bound
+//!   (`Shard::catch_up_before_start`). Only armings need that order: a push
+//!   of one sets [`ARMINGS`] in the queue's word in the same CAS, and a list
+//!   taken without it (stops and releases alone, each settling its own slot)
+//!   is applied newest first, with no walk to reverse it. A revived START
+//!   pushes nothing, but its slot was queued by its START, so the list that
+//!   holds it is in push order; the entry it must follow may be in a later
+//!   list without armings, where nothing else it must follow is.
 //! * **ABA.** The owner only ever takes the whole list, so a slot is never
 //!   popped while a pusher still reads the head.
 //! * **Waking.** The push's CAS returns how many entries are queued. A

@@ -255,11 +255,12 @@ impl Shard {
         unsafe { self.has_backlog() }
     }
 
-    /// Before the owner links its own START or RESTART: applies everything
-    /// other threads queued before it, so that an arming that happened
-    /// before the owner's is linked first and fires first among timers due
-    /// on the same tick (CONTRACT 5; `tests/service_order.rs`). Costs one
-    /// load of the queue's word when nothing waits.
+    /// Before the owner links its own RESTART, reads a deadline or opens a
+    /// poll's pass (its START has `catch_up_before_start`): applies
+    /// everything other threads queued before it, so that an arming that
+    /// happened before the owner's is linked first and fires first among
+    /// timers due on the same tick (CONTRACT 5; `tests/service_order.rs`).
+    /// Costs one load of the queue's word when nothing waits.
     ///
     /// Applies the backlog left by an earlier batch and one snapshot of the
     /// queue (whatever was pushed before this call), not what keeps
