@@ -742,10 +742,6 @@ impl Wake for NoopWake {
     fn wake(self: Arc<Self>) {}
 }
 
-/// tokio's runtime with its own timers (`sleeps` is `None`), or with
-/// tickwheel's `Sleep` futures on `sleeps` (driver threads fire them; the
-/// workers own no shard, so every sleep is armed from a non-owner): the same
-/// tasks, the same executor, only the timer differs.
 /// Where `run_tokio` runs its churn loops.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ChurnOn {
@@ -758,6 +754,10 @@ enum ChurnOn {
     Threads,
 }
 
+/// tokio's runtime with its own timers (`sleeps` is `None`), or with
+/// tickwheel's `Sleep` futures on `sleeps` (driver threads fire them; the
+/// workers own no shard, so every sleep is armed from a non-owner): the same
+/// executor, only the timer differs; the churn runs where `churn_on` says.
 fn run_tokio(config: &Config, sleeps: Option<TimerService>, churn_on: ChurnOn) -> String {
     reset_peak_rss();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -794,23 +794,30 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>, churn_on: ChurnOn) -
             })
         })
         .collect();
-    let churn_threads: Vec<_> = (0..config.churn_threads)
-        .filter(|_| churn_on == ChurnOn::Threads)
+    let churners = match churn_on {
+        ChurnOn::Tasks => 0..0,
+        ChurnOn::Threads => 0..config.churn_threads,
+    };
+    let churn_threads: Vec<_> = churners
         .map(|k| {
             let (handle, record, batch) =
                 (runtime.handle().clone(), record.clone(), config.churn_batch);
+            let sleeps = sleeps.clone();
             std::thread::spawn(move || {
                 let _inside = handle.enter();
                 let mut rng = Rng::new(k as u64 + 1);
                 let waker = Waker::from(Arc::new(NoopWake));
                 while !record.stop_churn.load(Ordering::Relaxed) {
-                    sleep_churn_batch(None, &record, &mut rng, batch, &waker);
+                    sleep_churn_batch(sleeps.as_ref(), &record, &mut rng, batch, &waker);
                 }
             })
         })
         .collect();
-    let churn: Vec<_> = (0..config.churn_threads)
-        .filter(|_| churn_on == ChurnOn::Tasks)
+    let tasks = match churn_on {
+        ChurnOn::Tasks => 0..config.churn_threads,
+        ChurnOn::Threads => 0..0,
+    };
+    let churn: Vec<_> = tasks
         .map(|k| {
             let record = record.clone();
             let batch = config.churn_batch;
