@@ -415,6 +415,9 @@ impl DriverThreads {
                         pin_to_cpu(shard % cores);
                     }
                     no_timer_slack();
+                    if priority == DriverPriority::Normal {
+                        short_slice();
+                    }
                     let _ = driver.drivers.handles[shard].set(thread::current());
                     drive(ShardGuard::adopt(driver, shard));
                 });
@@ -630,6 +633,78 @@ fn no_timer_slack() {
 
 #[cfg(not(all(target_os = "linux", not(any(loom, shuttle, miri)))))]
 fn no_timer_slack() {}
+
+/// The time slice a normal-priority driver thread asks for: the shortest
+/// the kernel grants (Linux clamps a requested slice to 0.1-100 ms).
+#[cfg(all(target_os = "linux", not(any(loom, shuttle, miri))))]
+const DRIVER_SLICE_NANOS: u64 = 100_000;
+
+/// Asks the kernel for a short time slice for this (normal-priority)
+/// thread: Linux 6.12 and later take `sched_runtime` in `sched_setattr` for
+/// `SCHED_OTHER` as the slice the thread wants, with no privilege, and a
+/// thread that wakes with a slice shorter than the running thread's may
+/// take the core at once, where by default it waits until the running
+/// thread's slice ends (up to a few milliseconds). A driver runs for
+/// microseconds per wake, so the slice never ends a burst of its own
+/// early, and its share of the CPU is unchanged (that follows its weight,
+/// not its slice). On 2 cores with tokio's 2 workers busy and tickwheel's
+/// `Sleep` futures on 2 drivers (`churn_lateness --impl tickwheel-sleep`)
+/// the p99 lateness went from 1.9-2.4 ms to 1.5-1.6 ms, timers fired a
+/// tick or more late from 1.4 % to 0.2 %. Older kernels ignore the field
+/// or refuse the call; either way nothing else changes, so the result is
+/// not checked. `tests/driver_slice.rs` reads the slice back.
+#[cfg(all(target_os = "linux", not(any(loom, shuttle, miri))))]
+fn short_slice() {
+    /// `struct sched_attr` as of Linux 4.13 (`SCHED_ATTR_SIZE_VER1`).
+    #[repr(C)]
+    #[derive(Default)]
+    struct SchedAttr {
+        size: u32,
+        sched_policy: u32,
+        sched_flags: u64,
+        sched_nice: i32,
+        sched_priority: u32,
+        sched_runtime: u64,
+        sched_deadline: u64,
+        sched_period: u64,
+        sched_util_min: u32,
+        sched_util_max: u32,
+    }
+    let size = std::mem::size_of::<SchedAttr>() as u32;
+    let mut attr = SchedAttr::default();
+    // The thread's own settings first: its nice value (inherited from the
+    // thread that built the service) stays as it is.
+    // SAFETY: `attr` is writable and `size` bytes long; the call fills it
+    // with the calling thread's (pid 0) attributes.
+    let read = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            0 as libc::pid_t,
+            &mut attr as *mut SchedAttr,
+            size as libc::c_uint,
+            0 as libc::c_uint,
+        )
+    };
+    if read != 0 || attr.sched_policy != libc::SCHED_OTHER as u32 {
+        return;
+    }
+    attr.size = size;
+    attr.sched_flags = 0;
+    attr.sched_runtime = DRIVER_SLICE_NANOS;
+    // SAFETY: `attr` is a valid `sched_attr` of the size it states, alive
+    // across the call, which only reads it and changes the calling thread.
+    unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0 as libc::pid_t,
+            &attr as *const SchedAttr,
+            0 as libc::c_uint,
+        );
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(any(loom, shuttle, miri)))))]
+fn short_slice() {}
 
 #[cfg(target_os = "linux")]
 fn pin_to_cpu(cpu: usize) {
