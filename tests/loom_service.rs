@@ -1405,7 +1405,7 @@ fn interval_poll_vs_fire_vs_waker_change() {
         let (second, second_count) = counting_waker();
         let start = std::time::Instant::now() + TICK * 4;
         let mut every = service.interval_at(start, TICK * 4);
-        let mut tick = |interval: &mut tickwheel::future::Interval, waker| {
+        let tick = |interval: &mut tickwheel::future::Interval, waker| {
             interval.poll_tick(&mut std::task::Context::from_waker(waker))
         };
         assert!(tick(&mut every, &first).is_pending());
