@@ -72,7 +72,18 @@ impl Builder {
         self
     }
 
-    /// Tick length, from 10 µs up.
+    /// Tick length, from 10 µs up to an hour (default 1 ms).
+    ///
+    /// A timer fires at the first tick boundary at or after its deadline,
+    /// so the tick is the most a timer is rounded up by (half of it on
+    /// average). A shorter tick fires timers closer to their deadlines and
+    /// costs more driver wakes while timers are dense (at most one per tick
+    /// that has something due; a shard with nothing due sleeps however
+    /// short the tick). Futures on an executor whose busy workers own no
+    /// shard (tokio's runtime, with `Driver::Threads`): 500 µs measured a
+    /// p99 lateness of about 1.0-1.1 ms against 1.2-1.6 ms at 1 ms under
+    /// churn (`examples/churn_lateness.rs --impl tickwheel-sleep --tick-us
+    /// 500`).
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
