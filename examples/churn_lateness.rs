@@ -794,11 +794,12 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>, churn_on: ChurnOn) -
             })
         })
         .collect();
-    let churners = match churn_on {
-        ChurnOn::Tasks => 0..0,
-        ChurnOn::Threads => 0..config.churn_threads,
+    // The churn loops run either as plain threads or as tasks, never both.
+    let (on_threads, as_tasks) = match churn_on {
+        ChurnOn::Threads => (config.churn_threads, 0),
+        ChurnOn::Tasks => (0, config.churn_threads),
     };
-    let churn_threads: Vec<_> = churners
+    let churn_threads: Vec<_> = (0..on_threads)
         .map(|k| {
             let (handle, record, batch) =
                 (runtime.handle().clone(), record.clone(), config.churn_batch);
@@ -813,11 +814,7 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>, churn_on: ChurnOn) -
             })
         })
         .collect();
-    let tasks = match churn_on {
-        ChurnOn::Tasks => 0..config.churn_threads,
-        ChurnOn::Threads => 0..0,
-    };
-    let churn: Vec<_> = tasks
+    let churn: Vec<_> = (0..as_tasks)
         .map(|k| {
             let record = record.clone();
             let batch = config.churn_batch;
