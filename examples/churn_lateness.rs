@@ -5,7 +5,7 @@
 //! cargo run --release --example churn_lateness -- \
 //!     [--impl tickwheel|tickwheel-pool|tokio|tokio-threads|tickwheel-sleep|tickwheel-sleep-pool|sleeps|both|threads|all] \
 //!     [--timers 200000] [--seconds 12] [--arm-threads 4] [--churn-threads 4] \
-//!     [--drain 3] [--tokio-workers N] [--churn-batch 256] [--tick-us 1000]
+//!     [--drain 3] [--tokio-workers N] [--churn-batch 256] [--tick-us 500]
 //! ```
 //!
 //! The scenario, the same for both implementations:
@@ -36,12 +36,13 @@
 //! within 10 %, or `stats()` misreports lateness), and the arena
 //! (`stats().slots`) against the peak of live timers.
 //!
-//! `--tick-us` sets the tick of the `Driver::Threads` services (1 ms, as
-//! tokio's, by default). A finer tick cuts the rounding up to a tick but
-//! makes the drivers wake more often, and on 2 cores beside 8 busy threads
-//! each wake waits for a CPU: at 100 µs the p50 fell from 0.58 to 0.09 ms
-//! and the p99 rose from 1.7 to 5.2 ms (`--impl tickwheel --seconds 8
-//! --drain 2`; 250 and 500 µs fell between).
+//! `--tick-us` sets the tick of the `Driver::Threads` services (default:
+//! the service's, 500 µs; tokio's is 1 ms). A finer tick cuts the rounding
+//! up to a tick but makes the drivers wake more often, and on 2 cores
+//! beside 8 busy threads each wake may wait for a CPU: before the drivers
+//! asked for a short time slice (`DriverPriority::Normal`), 100 µs took
+//! the p50 from 0.58 to 0.09 ms and the p99 from 1.7 to 5.2 ms (`--impl
+//! tickwheel --seconds 8 --drain 2`).
 //!
 //! tickwheel with real-time drivers (`--impl tickwheel-rt`, and `all`): the
 //! same, built with `DriverPriority::RealTime(1)`, so that a driver runs as
@@ -137,8 +138,9 @@ struct Config {
     churn_batch: usize,
     /// `Builder::lend_while_idle` for tickwheel's driver threads.
     lend: bool,
-    /// `Builder::tick` for the `Driver::Threads` services.
-    tick: Duration,
+    /// `Builder::tick` for the `Driver::Threads` services (`None`: the
+    /// service's default).
+    tick: Option<Duration>,
 }
 
 fn usage(problem: &str) -> ! {
@@ -165,7 +167,7 @@ fn parse_args() -> Config {
         tokio_workers: cores,
         churn_batch: 256,
         lend: true,
-        tick: Duration::from_millis(1),
+        tick: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -217,7 +219,7 @@ fn parse_args() -> Config {
             "--tokio-workers" => config.tokio_workers = number(&flag, &value()),
             "--churn-batch" => config.churn_batch = number(&flag, &value()),
             "--no-lend" => config.lend = false,
-            "--tick-us" => config.tick = Duration::from_micros(number(&flag, &value())),
+            "--tick-us" => config.tick = Some(Duration::from_micros(number(&flag, &value()))),
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown argument {other:?}")),
         }
@@ -549,12 +551,14 @@ fn end_churn(config: &Config, record: &Record) -> Duration {
 /// `priority`; `Err` is what the shape prints where real-time drivers are
 /// refused.
 fn threads_service(config: &Config, priority: DriverPriority) -> Result<TimerService, String> {
-    let built = TimerService::builder()
+    let mut builder = TimerService::builder()
         .driver(Driver::Threads { pin: false })
         .lend_while_idle(config.lend)
-        .tick(config.tick)
-        .driver_priority(priority)
-        .build();
+        .driver_priority(priority);
+    if let Some(tick) = config.tick {
+        builder = builder.tick(tick);
+    }
+    let built = builder.build();
     match built {
         Ok(service) => Ok(service),
         Err(TimerError::DriverPriority) => Err(
@@ -605,8 +609,9 @@ fn run_tickwheel(config: &Config, priority: DriverPriority) -> String {
     done.store(true, Ordering::Relaxed);
     let peaks = monitor.join().expect("monitor");
     let title = format!(
-        "tickwheel: Driver::Threads, {} shards{}{}",
+        "tickwheel: Driver::Threads, {} shards, {:?} ticks{}{}",
         service.shard_count(),
+        service.tick(),
         if config.lend { "" } else { ", not lent" },
         priority_label(&service)
     );
@@ -863,9 +868,10 @@ fn run_tokio(config: &Config, sleeps: Option<TimerService>, churn_on: ChurnOn) -
         ),
         Some(service) => format!(
             "tickwheel Sleep futures on tokio's multi-thread runtime, {} workers \
-             (service: Driver::Threads, {} shards{})",
+             (service: Driver::Threads, {} shards, {:?} ticks{})",
             config.tokio_workers,
             service.shard_count(),
+            service.tick(),
             priority_label(service)
         ),
     };

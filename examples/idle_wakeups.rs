@@ -29,7 +29,15 @@
 //! 3, 12 (none empty), 14 and 4. Unbounded it took 1, 12 and 12, but `churn`
 //! cost about 870 us a question, against about 0.5 us bounded.
 //!
+//! `dense N SECONDS TICK_US...`: the opposite load, what a driver pays
+//! for its tick when timers are due at every one: `N` periodic timers
+//! with periods spread over 10-1000 ms (a timer due about every 20 µs with
+//! 10,000) on a one-shard `Driver::Threads` service, once per tick length
+//! given, in alternating rounds; counts the driver thread's wakeups and
+//! its CPU time (Linux: `/proc/self/task/*/schedstat`) over `SECONDS`.
+//!
 //! ```sh
+//! cargo run --release --example idle_wakeups -- dense 10000 5 1000 500
 //! cargo run --release --example idle_wakeups -- embedded 100000
 //! cargo run --release --example idle_wakeups -- threads 100000 20
 //! cargo run --release --example idle_wakeups -- churn 100000 200000
@@ -68,6 +76,23 @@ fn main() {
         "churn" => {
             let ops = args.get(2).map_or(200_000, |s| s.parse().expect("OPS"));
             churn(timers, ops);
+        }
+        "dense" => {
+            let secs = args.get(2).map_or(5, |s| s.parse().expect("SECONDS"));
+            let ticks: Vec<u64> = args[3.min(args.len())..]
+                .iter()
+                .map(|t| t.parse().expect("TICK_US"))
+                .collect();
+            let ticks = if ticks.is_empty() {
+                vec![1000, 500]
+            } else {
+                ticks
+            };
+            for round in 0..3 {
+                for &tick in &ticks {
+                    dense(timers, secs, Duration::from_micros(tick), round);
+                }
+            }
         }
         other => panic!("unknown mode {other}"),
     }
@@ -166,6 +191,53 @@ fn threads(idle: usize, secs: u64) {
         after.saturating_sub(before),
         service.stats().fired
     );
+}
+
+/// `n` periodic timers, periods spread over 10-1000 ms, on one driver
+/// thread with ticks of `tick`: its wakeups and CPU time over `secs`.
+fn dense(n: usize, secs: u64, tick: Duration, round: usize) {
+    let service = TimerService::builder()
+        .shards(1)
+        .tick(tick)
+        .driver(Driver::Threads { pin: false })
+        .build()
+        .unwrap();
+    let _timers: Vec<Timer> = (0..n as u64)
+        .map(|i| {
+            let period = Duration::from_micros(10_000 + i * 990_000 / n as u64);
+            service.start_periodic(period, |_| {}).unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let (switches, cpu) = (driver_switches(), driver_cpu());
+    let fired = service.stats().fired;
+    std::thread::sleep(Duration::from_secs(secs));
+    let (switches, cpu) = (driver_switches() - switches, driver_cpu() - cpu);
+    let fired = service.stats().fired - fired;
+    println!(
+        "dense round {round}, tick {tick:?}: {:.0} driver wakeups/s, driver CPU {:.2} % of a core, {:.0} fires/s",
+        switches as f64 / secs as f64,
+        cpu.as_secs_f64() * 100.0 / secs as f64,
+        fired as f64 / secs as f64,
+    );
+    service.shutdown();
+}
+
+/// Time on a CPU of the thread named `tickwheel-0` (its `schedstat`).
+fn driver_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "tickwheel-0" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        let nanos = stat.split_whitespace().next().and_then(|n| n.parse().ok());
+        return Duration::from_nanos(nanos.unwrap_or(0));
+    }
+    Duration::ZERO
 }
 
 /// Voluntary context switches of the thread named `tickwheel-0`.

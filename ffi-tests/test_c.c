@@ -205,7 +205,7 @@ static void test_config(void) {
     CHECK_OK(tw_service_new(NULL, &service));
     CHECK_OK(tw_service_shard_count(service, &count));
     CHECK_OK(tw_service_tick_ns(service, &tick));
-    CHECK(count >= 1 && tick == 1 * MS);
+    CHECK(count >= 1 && tick == MS / 2); /* driver threads: 500 us */
     CHECK_RESULT(tw_service_advance_clock(service, MS), TW_NOT_MANUAL_CLOCK);
     tw_shard *shard = NULL;
     CHECK_RESULT(tw_shard_claim(service, 0, &shard), TW_SHARD_CLAIMED);
@@ -215,7 +215,18 @@ static void test_config(void) {
     tw_service_config config = {0};
     service = NULL;
     CHECK_OK(tw_service_new(&config, &service));
+    CHECK_OK(tw_service_tick_ns(service, &tick));
+    CHECK(tick == MS / 2);
     tw_service_free(service);
+
+    /* Embedded shards default to 1 ms ticks (their owners wait in whole
+     * milliseconds, tw_shard_next_timeout_ms). */
+    config.flags = TW_SERVICE_EMBEDDED;
+    CHECK_OK(tw_service_new(&config, &service));
+    CHECK_OK(tw_service_tick_ns(service, &tick));
+    CHECK(tick == MS);
+    tw_service_free(service);
+    config.flags = 0;
 
     config.shards = 3;
     config.tick_ns = 100000;

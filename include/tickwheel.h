@@ -380,8 +380,9 @@ typedef void (*tw_wake_fn)(void *ctx, size_t shard);
 
 /**
  * How to build a service. All-zero (`tw_service_config config = {0};`)
- * means the defaults: one shard per available CPU, 1 ms ticks, one driver
- * thread per shard, the monotonic clock. Passing NULL for the whole config
+ * means the defaults: one shard per available CPU, one driver thread per
+ * shard with 500 us ticks (1 ms with `TW_SERVICE_EMBEDDED`), the
+ * monotonic clock. Passing NULL for the whole config
  * means the same.
  */
 typedef struct tw_service_config {
@@ -391,7 +392,10 @@ typedef struct tw_service_config {
   size_t shards;
   /**
    * Tick length in nanoseconds, 10 000 (10 us) ..= 3 600 000 000 000
-   * (1 h); 0 for 1 ms. Delays round up to whole ticks.
+   * (1 h); 0 for the default: 500 us with driver threads, 1 ms with
+   * `TW_SERVICE_EMBEDDED` (whose owner usually waits in whole
+   * milliseconds, `tw_shard_next_timeout_ms`). Delays round up to whole
+   * ticks.
    */
   uint64_t tick_ns;
   /**

@@ -878,6 +878,24 @@ fn driver_threads_wake_for_an_earlier_start() {
 }
 
 #[test]
+fn the_default_tick_is_500_us_with_driver_threads_and_1_ms_embedded() {
+    let threads = TimerService::builder().shards(1).build().unwrap();
+    assert_eq!(threads.tick(), Duration::from_micros(500));
+    let embedded = TimerService::builder()
+        .shards(1)
+        .driver(Driver::Embedded)
+        .build()
+        .unwrap();
+    assert_eq!(embedded.tick(), MS);
+    let chosen = TimerService::builder()
+        .shards(1)
+        .tick(Duration::from_micros(250))
+        .build()
+        .unwrap();
+    assert_eq!(chosen.tick(), Duration::from_micros(250));
+}
+
+#[test]
 fn bad_configuration_is_refused() {
     for builder in [
         TimerService::builder().shards(0),

@@ -51,8 +51,9 @@ const KNOWN_FLAGS: u32 = TW_SERVICE_EMBEDDED
 pub type tw_wake_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, shard: usize)>;
 
 /// How to build a service. All-zero (`tw_service_config config = {0};`)
-/// means the defaults: one shard per available CPU, 1 ms ticks, one driver
-/// thread per shard, the monotonic clock. Passing NULL for the whole config
+/// means the defaults: one shard per available CPU, one driver thread per
+/// shard with 500 us ticks (1 ms with `TW_SERVICE_EMBEDDED`), the
+/// monotonic clock. Passing NULL for the whole config
 /// means the same.
 #[allow(non_camel_case_types)]
 #[repr(C)]
@@ -61,7 +62,10 @@ pub struct tw_service_config {
     /// Number of shards, 1..=4096; 0 for one per available CPU.
     pub shards: usize,
     /// Tick length in nanoseconds, 10 000 (10 us) ..= 3 600 000 000 000
-    /// (1 h); 0 for 1 ms. Delays round up to whole ticks.
+    /// (1 h); 0 for the default: 500 us with driver threads, 1 ms with
+    /// `TW_SERVICE_EMBEDDED` (whose owner usually waits in whole
+    /// milliseconds, `tw_shard_next_timeout_ms`). Delays round up to whole
+    /// ticks.
     pub tick_ns: u64,
     /// Bitwise OR of `TW_SERVICE_EMBEDDED`, `TW_SERVICE_PIN_THREADS`,
     /// `TW_SERVICE_MANUAL_CLOCK`, `TW_SERVICE_NO_LEND`,
@@ -133,11 +137,6 @@ pub unsafe extern "C" fn tw_service_new(
             return Err(tw_result::TW_INVALID_ARGUMENT);
         }
         let mut builder = Builder::new()
-            .tick(if tick_ns == 0 {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_nanos(tick_ns)
-            })
             .driver(if embedded {
                 Driver::Embedded
             } else {
@@ -149,6 +148,9 @@ pub unsafe extern "C" fn tw_service_new(
             } else {
                 DriverPriority::Normal
             });
+        if tick_ns != 0 {
+            builder = builder.tick(Duration::from_nanos(tick_ns));
+        };
         if shards != 0 {
             builder = builder.shards(shards);
         }

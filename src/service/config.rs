@@ -39,11 +39,12 @@ pub enum Driver {
 /// that waking it may take the core from a busy thread at once instead of
 /// waiting for that thread's slice to end (its share of the CPU is
 /// unchanged): `examples/churn_lateness.rs`, tickwheel's `Sleep` futures
-/// on tokio's 2 busy workers with 2 drivers on 2 cores, measures a p99
-/// lateness of 1.2-1.6 ms with the short slice against 1.9-2.4 ms without
-/// (the 1 ms tick's rounding is up to 1 ms of it). With 4 busy churn
-/// threads and 4 arming threads beside the drivers, the p99 is about 2 ms,
-/// and about 1 ms with real-time drivers (`BENCHMARKS.md`). A driver at a
+/// on tokio's 2 busy workers with 2 drivers on 2 cores, measured a p99
+/// lateness of 1.2-1.6 ms with the short slice against 1.9-2.4 ms without,
+/// both with 1 ms ticks (whose rounding is up to 1 ms of it; with the
+/// default 500 µs tick, 0.7-0.9 ms). With 4 busy churn threads and 4
+/// arming threads beside the drivers, the p99 is about 1.5-2 ms, and about
+/// 1 ms with real-time drivers (`BENCHMARKS.md`). A driver at a
 /// real-time priority runs as soon as it wakes, ahead of every normal
 /// thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

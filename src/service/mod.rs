@@ -276,7 +276,8 @@ pub(crate) struct Inner {
 
 impl TimerService {
     /// A service with the default configuration: one shard per available
-    /// core, 1 ms ticks, one driver thread per shard.
+    /// core, 500 µs ticks, one driver thread per shard (see
+    /// [`Builder::tick`]).
     ///
     /// # Errors
     /// See [`Builder::build`].
