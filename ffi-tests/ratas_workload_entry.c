@@ -226,8 +226,16 @@ static void advance(tw_entry_wheel *w, uint64_t delta) {
         if (!e) {
             break;
         }
+        /* Dispatched by kind with direct calls, as the Rust port's
+         * `match` on the payload's kind does: the handlers inline. */
         if (callback == on_pace_timer) {
             on_pace(w, UNIT_OF(e, PACE));
+        } else if (callback == on_request_timer) {
+            on_request(w, UNIT_OF(e, REQUEST));
+        } else if (callback == on_close_timer) {
+            on_close(w, UNIT_OF(e, CLOSE));
+        } else if (callback == on_idle_timer) {
+            delete_unit(UNIT_OF(e, IDLE));
         } else {
             callback(e, w);
         }
