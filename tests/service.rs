@@ -878,6 +878,18 @@ fn driver_threads_wake_for_an_earlier_start() {
 }
 
 #[test]
+fn a_service_dropped_right_after_build_stops_its_driver_threads() {
+    // The drop shuts the service down and joins its drivers, which may not
+    // have started yet: the shutdown must still wake each of them (under
+    // miri this deadlocked when a driver recorded its own handle).
+    for shards in [1, 2] {
+        let service = TimerService::builder().shards(shards).build().unwrap();
+        assert_eq!(service.shard_count(), shards);
+        drop(service);
+    }
+}
+
+#[test]
 fn the_default_tick_is_500_us_with_driver_threads_and_1_ms_embedded() {
     let threads = TimerService::builder().shards(1).build().unwrap();
     assert_eq!(threads.tick(), Duration::from_micros(500));

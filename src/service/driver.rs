@@ -418,6 +418,9 @@ impl DriverThreads {
                     if priority == DriverPriority::Normal {
                         short_slice();
                     }
+                    // The models' park tokens are the thread's own (see
+                    // `sync.rs`): only the thread can hand out its handle.
+                    #[cfg(any(loom, shuttle))]
                     let _ = driver.drivers.handles[shard].set(thread::current());
                     drive(ShardGuard::adopt(driver, shard));
                 });
@@ -428,6 +431,16 @@ impl DriverThreads {
                     return Err(TimerError::InvalidConfig);
                 }
             };
+            // Recorded here, before `build` returns, not by the thread once
+            // it runs: a service dropped right after `build` shuts down
+            // before its drivers may have started, and a shutdown that
+            // found no handle woke nobody, while a driver that then read
+            // the shutdown flag stale parked for good, with `drop` joining
+            // it (miri, `tests/service.rs::the_default_tick_is_500_us_with_driver_threads_and_1_ms_embedded`:
+            // "the evaluated program deadlocked"). An unpark given before
+            // the thread parks is kept for its park.
+            #[cfg(not(any(loom, shuttle)))]
+            let _ = inner.drivers.handles[shard].set(handle.thread().clone());
             let prioritized = set_priority(&handle, priority);
             inner
                 .drivers
