@@ -225,37 +225,32 @@ fn dense(n: usize, secs: u64, tick: Duration, round: usize) {
 
 /// Time on a CPU of the thread named `tickwheel-0` (its `schedstat`).
 fn driver_cpu() -> Duration {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
-    };
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != "tickwheel-0" {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-        let nanos = stat.split_whitespace().next().and_then(|n| n.parse().ok());
-        return Duration::from_nanos(nanos.unwrap_or(0));
-    }
-    Duration::ZERO
+    let stat = driver_file("schedstat");
+    let nanos = stat.split_whitespace().next().and_then(|n| n.parse().ok());
+    Duration::from_nanos(nanos.unwrap_or(0))
 }
 
 /// Voluntary context switches of the thread named `tickwheel-0`.
 fn driver_switches() -> u64 {
+    driver_file("status")
+        .lines()
+        .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The file `name` of `/proc/self/task/*/` for the thread named
+/// `tickwheel-0` (empty if there is none: not Linux, or no driver).
+fn driver_file(name: &str) -> String {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return String::new();
     };
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != "tickwheel-0" {
-            continue;
-        }
-        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
-        for line in status.lines() {
-            if let Some(n) = line.strip_prefix("voluntary_ctxt_switches:") {
-                return n.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    0
+    tasks
+        .flatten()
+        .find(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim() == "tickwheel-0")
+        })
+        .and_then(|task| std::fs::read_to_string(task.path().join(name)).ok())
+        .unwrap_or_default()
 }

@@ -150,7 +150,7 @@ pub unsafe extern "C" fn tw_service_new(
             });
         if tick_ns != 0 {
             builder = builder.tick(Duration::from_nanos(tick_ns));
-        };
+        }
         if shards != 0 {
             builder = builder.shards(shards);
         }
