@@ -707,6 +707,87 @@ fn item13_an_owners_surplus_free_slots_serve_other_shards() {
     );
 }
 
+/// The slot index an id names (its low 28 bits: see `TimerId`).
+fn slot_index(timer: &tickwheel::Timer) -> u64 {
+    timer.id().to_raw() & ((1 << 28) - 1)
+}
+
+/// An owner whose kept free slots run out takes back the slots it set
+/// aside itself, not those another shard set aside since (their lines are
+/// in that owner's cache: `src/service/shard/free.rs`). Fails when owners
+/// spill onto one shared stack: shard 0 then takes shard 1's newer chunks.
+#[test]
+fn item13_an_owner_takes_back_its_own_set_aside_slots_first() {
+    let (service, guard, _clock) = embedded(2);
+    let hour = Duration::from_secs(3600);
+    // Well past what an owner keeps (1,280), so that both spill chunks.
+    let n = if cfg!(miri) { 1_800 } else { 6_000 };
+    let mine: Vec<_> = (0..n)
+        .map(|_| service.start(hour, |_| {}).unwrap())
+        .collect();
+    let my_slots: std::collections::HashSet<u64> = mine.iter().map(slot_index).collect();
+    let (armed, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let _guard = service.claim_shard(1).unwrap();
+            let theirs: Vec<_> = (0..n)
+                .map(|_| service.start(hour, |_| {}).unwrap())
+                .collect();
+            armed.wait();
+            // Shard 0 has set its surplus aside; shard 1's goes on top.
+            release.wait();
+            drop(theirs);
+        });
+        armed.wait();
+        drop(mine);
+        release.wait();
+    });
+    // All but the last freed, which rest before reuse (`ROTATION`).
+    let again: Vec<_> = (0..n - 100)
+        .map(|_| service.start(hour, |_| {}).unwrap())
+        .collect();
+    let foreign = again
+        .iter()
+        .filter(|timer| !my_slots.contains(&slot_index(timer)))
+        .count();
+    assert_eq!(foreign, 0, "{foreign} STARTs took another shard's slots");
+    drop(again);
+    drop(guard);
+}
+
+/// A thread that owns no shard reuses the slots owners set aside before
+/// the arena grows (all but the few an owner keeps for itself).
+#[test]
+fn item13_set_aside_slots_serve_threads_that_own_no_shard() {
+    let (service, guard, _clock) = embedded(2);
+    let hour = Duration::from_secs(3600);
+    let (n, others): (u64, u64) = if cfg!(miri) {
+        (2_000, 600)
+    } else {
+        (6_000, 4_000)
+    };
+    let batch: Vec<_> = (0..n)
+        .map(|_| service.start(hour, |_| {}).unwrap())
+        .collect();
+    drop(batch);
+    drop(guard);
+    let other = service.clone();
+    let slots = std::thread::spawn(move || {
+        let batch: Vec<_> = (0..others)
+            .map(|_| other.start(hour, |_| {}).unwrap())
+            .collect();
+        let slots = other.stats().slots;
+        drop(batch);
+        slots
+    })
+    .join()
+    .unwrap();
+    assert!(
+        slots <= n + 512,
+        "a thread that owns no shard grew the arena to {slots} slots while {n} were free"
+    );
+}
+
 /// An owner's START leaves a few stops queued by other threads to its next
 /// poll, but not without bound: an owner that keeps starting timers and
 /// never polls takes the stops in once they pass the reclaim bound, so the

@@ -23,10 +23,12 @@
 //! segment number of an index is still a couple of shifts. A shard's owner
 //! keeps the slots it frees for its own next STARTs (up to 1024 plus one
 //! chunk of 256, and the rest of one chunk it took back: `shard.rs`,
-//! `LOCAL_FREE_MAX`, `SPILL`) and hands the surplus back in chunks
-//! ([`Arena::push_chunk`]); other freed slots go to a lock-free free list.
-//! Both are Treiber stacks whose head carries an ABA tag, and both are
-//! reused before the array grows: start/stop churn leaves memory flat.
+//! `LOCAL_FREE_MAX`, `SPILL`) and spills the surplus in chunks onto its
+//! shard's own stack ([`ChunkStack`]), which it takes back first and every
+//! other thread takes from before the array grows; other freed slots go
+//! to a lock-free free list. All are Treiber stacks whose head carries an
+//! ABA tag, and all are reused before the array grows: start/stop churn
+//! leaves memory flat.
 //!
 //! # Finding a slot
 //!
@@ -292,9 +294,78 @@ pub(crate) struct Arena {
     fresh: CachePadded<AtomicU32>,
     /// Free list head: `tag << 32 | index`.
     free_head: CachePadded<AtomicU64>,
-    /// Chunks of freed slots that owners spilled: `tag << 32 | index` of
-    /// the first slot of the top chunk (see [`push_chunk`](Self::push_chunk)).
-    free_chunks: CachePadded<AtomicU64>,
+    /// Chunks of freed slots that nobody claims first: the rest of a chunk
+    /// a thread that owns no shard took one slot of (see
+    /// [`push_chunk`](Self::push_chunk)).
+    free_chunks: ChunkStack,
+}
+
+/// A stack of chunks of free slots: `tag << 32 | index` of the first slot
+/// of the top chunk. Each shard has one for the chunks its owner spills
+/// (`Shard::spilled`), which that owner takes back first, and the arena
+/// one more ([`Arena::push_chunk`]).
+///
+/// Lock-free (a Treiber stack): any thread may push or pop. A chunk's
+/// `queue_next` link (free while a slot is free: only queued slots use it)
+/// leads to the next chunk; the tag, changed by every pop, fails the CAS
+/// of a pop that read a link a reuser wrote meanwhile (ABA).
+pub(crate) struct ChunkStack(CachePadded<AtomicU64>);
+
+impl ChunkStack {
+    pub(crate) fn new() -> Self {
+        ChunkStack(CachePadded::new(AtomicU64::new(NIL as u64)))
+    }
+
+    /// Whether the stack looked empty (a hint: it may change at once).
+    #[inline]
+    pub(crate) fn looks_empty(&self) -> bool {
+        self.0.load(Ordering::Relaxed) as u32 == NIL
+    }
+
+    /// Pushes the chunk that starts at `first` (linked by the caller,
+    /// whose slots they are, through [`Arena::link_in_chunk`]).
+    pub(crate) fn push(&self, arena: &Arena, first: u32) {
+        let slot = arena.get(first).expect("spilling a slot never allocated");
+        let mut head = self.0.load(Ordering::Acquire);
+        loop {
+            slot.queue_next.store(head as u32, Ordering::Relaxed);
+            let new = (head & !0xFFFF_FFFF) | u64::from(first);
+            match self
+                .0
+                .compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// Takes the top chunk: its first slot, or `NIL`. The chunk is the
+    /// caller's alone; [`Arena::next_in_chunk`] walks it.
+    pub(crate) fn pop(&self, arena: &Arena) -> u32 {
+        let mut head = self.0.load(Ordering::Acquire);
+        loop {
+            let first = head as u32;
+            if first == NIL {
+                return NIL;
+            }
+            let slot = arena.get(first).expect("a chunk holds allocated slots");
+            // May read a link a reuser wrote meanwhile; the tag then fails
+            // the CAS (as in `pop_free`).
+            let next = slot.queue_next.load(Ordering::Relaxed);
+            let new = (((head >> 32).wrapping_add(1)) << 32) | u64::from(next);
+            match self
+                .0
+                .compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    slot.queue_next.store(NIL, Ordering::Relaxed);
+                    return first;
+                }
+                Err(actual) => head = actual,
+            }
+        }
+    }
 }
 
 // SAFETY: the raw segment pointers are owned by the arena (allocated in
@@ -529,7 +600,7 @@ impl Arena {
             directory: Directory::new(),
             fresh: CachePadded::new(AtomicU32::new(0)),
             free_head: CachePadded::new(AtomicU64::new(NIL as u64)),
-            free_chunks: CachePadded::new(AtomicU64::new(NIL as u64)),
+            free_chunks: ChunkStack::new(),
         }
     }
 
@@ -559,11 +630,12 @@ impl Arena {
     /// cachegrind).
     ///
     /// # Safety
-    /// `index` was returned by [`alloc`](Self::alloc) of this arena, and the
-    /// caller's thread has seen that happen (it allocated the slot, or
-    /// learnt the index through a release/acquire chain from a thread that
-    /// did): its segment is installed, and `alloc` installs a segment
-    /// before it returns an index in it.
+    /// `index` was handed out by this arena ([`alloc_reused`](Self::alloc_reused),
+    /// [`alloc_fresh`](Self::alloc_fresh), [`alloc_line`](Self::alloc_line)),
+    /// and the caller's thread has seen that happen (it allocated the slot,
+    /// or learnt the index through a release/acquire chain from a thread
+    /// that did): its segment is installed, and the arena installs a
+    /// segment before it hands out an index in it.
     #[inline]
     pub(crate) unsafe fn get_allocated(&self, index: u32) -> &Slot {
         debug_assert!(index < self.fresh.load(Ordering::Relaxed));
@@ -572,21 +644,38 @@ impl Arena {
         unsafe { &*self.directory.find_entered(index) }
     }
 
-    /// Takes a free slot (reusing freed ones first). Its state word reads
-    /// `FREE` and the caller owns it exclusively until it publishes it.
+    /// Takes a free slot (reusing freed ones first), for the tests: the
+    /// service allocates through `Inner::alloc_slot`, which also takes the
+    /// chunks owners spilled.
+    #[cfg(test)]
     pub(crate) fn alloc(&self) -> u32 {
+        self.alloc_reused().unwrap_or_else(|| self.alloc_fresh())
+    }
+
+    /// A freed slot, from the free list or the arena's own chunks. Its
+    /// state word reads `FREE` and the caller owns it exclusively until it
+    /// publishes it.
+    pub(crate) fn alloc_reused(&self) -> Option<u32> {
         if let Some(index) = self.pop_free() {
-            return index;
+            return Some(index);
         }
         let first = self.pop_chunk();
-        if first != NIL {
-            // One slot for this START; the rest of the chunk goes back.
-            let rest = self.next_in_chunk(first);
-            if rest != NIL {
-                self.push_chunk(rest);
-            }
-            return first;
+        (first != NIL).then(|| self.first_of_chunk(first))
+    }
+
+    /// The first slot of the chunk `first` (which the caller took) for one
+    /// START; the rest of the chunk goes back to the arena's chunks.
+    pub(crate) fn first_of_chunk(&self, first: u32) -> u32 {
+        let rest = self.next_in_chunk(first);
+        if rest != NIL {
+            self.push_chunk(rest);
         }
+        first
+    }
+
+    /// A slot never handed out before (owned by the caller as
+    /// [`alloc_reused`](Self::alloc_reused)'s are).
+    pub(crate) fn alloc_fresh(&self) -> u32 {
         let index = self.fresh.fetch_add(1, Ordering::AcqRel);
         assert_nameable(u64::from(index) + 1);
         let (segment, _) = locate(index);
@@ -650,64 +739,28 @@ impl Arena {
         }
     }
 
-    /// Spills a chunk of freed slots in one CAS: `first`, then the slots
-    /// its `next` links lead to, up to a `NIL` (linked by the caller, whose
-    /// slots they are). A chunk's `queue_next` link (free while a slot is
-    /// free: only queued slots use it) leads to the next chunk.
+    /// Pushes a chunk of free slots onto the arena's own chunks, in one
+    /// CAS: `first`, then the slots its `next` links lead to, up to a `NIL`
+    /// (linked by the caller, whose slots they are). Owners spill onto
+    /// their shard's chunks (`Shard::spilled`); this takes what is left of
+    /// a chunk someone took one slot of.
     ///
-    /// Why chunks: an owner whose own free slots run out refills from here
-    /// with one CAS per chunk ([`pop_chunk`](Self::pop_chunk)) and takes the
-    /// chunk's slots one by one as it starts timers, each link read from a
-    /// slot it is about to fill. With owners spilling and refilling one slot
-    /// at a time through the free list, eight owners on two cores spent a
-    /// fifth of `service_vs_tokio/cross_stop/tickwheel-embedded/8`
+    /// Why chunks: an owner whose own free slots run out refills with one
+    /// CAS per chunk ([`ChunkStack::pop`]) and takes the chunk's slots one by
+    /// one as it starts timers, each link read from a slot it is about to
+    /// fill. With owners spilling and refilling one slot at a time through
+    /// the free list, eight owners on two cores spent a fifth of
+    /// `service_vs_tokio/cross_stop/tickwheel-embedded/8`
     /// (`benches/service_vs_tokio.rs`) in its contended CAS loop.
     pub(crate) fn push_chunk(&self, first: u32) {
-        let slot = self.get(first).expect("spilling a slot never allocated");
-        let mut head = self.free_chunks.load(Ordering::Acquire);
-        loop {
-            slot.queue_next.store(head as u32, Ordering::Relaxed);
-            let new = (head & !0xFFFF_FFFF) | u64::from(first);
-            match self.free_chunks.compare_exchange_weak(
-                head,
-                new,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(actual) => head = actual,
-            }
-        }
+        self.free_chunks.push(self, first);
     }
 
     /// Takes the top chunk of spilled slots: its first slot, or `NIL`. The
     /// chunk is the caller's alone; [`next_in_chunk`](Self::next_in_chunk)
     /// walks it.
     pub(crate) fn pop_chunk(&self) -> u32 {
-        let mut head = self.free_chunks.load(Ordering::Acquire);
-        loop {
-            let first = head as u32;
-            if first == NIL {
-                return NIL;
-            }
-            let slot = self.get(first).expect("a chunk holds allocated slots");
-            // May read a link a reuser wrote meanwhile; the tag then fails
-            // the CAS (as in `pop_free`).
-            let next = slot.queue_next.load(Ordering::Relaxed);
-            let new = (((head >> 32).wrapping_add(1)) << 32) | u64::from(next);
-            match self.free_chunks.compare_exchange_weak(
-                head,
-                new,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    slot.queue_next.store(NIL, Ordering::Relaxed);
-                    return first;
-                }
-                Err(actual) => head = actual,
-            }
-        }
+        self.free_chunks.pop(self)
     }
 
     /// The slot after `index` in a chunk (`NIL` at its end).

@@ -69,7 +69,7 @@ impl Inner {
             // SAFETY: the slot `publish` just filled for this START.
             (message.index, unsafe { self.slot(message.index) })
         } else {
-            let index = self.arena.alloc();
+            let index = self.alloc_slot();
             // SAFETY: just allocated: free and this thread's alone.
             let proxy = unsafe { self.slot(index) };
             // SAFETY: as above.

@@ -67,7 +67,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crossbeam_utils::CachePadded;
 
 use super::arena::Callback;
-use super::arena::{Arena, Owned, Slot};
+use super::arena::{Arena, ChunkStack, Owned, Slot};
 use super::callback;
 use super::links::SlotNodes;
 use super::remote::{read_proxy, Arm, Message, RemoteQueue, NIL, REVIVE_AFTER_BATCH};
@@ -109,6 +109,9 @@ pub(crate) struct Shard {
     /// Set while a poll runs, to refuse a poll from inside a callback.
     polling: AtomicBool,
     core: UnsafeCell<ShardCore>,
+    /// Chunks of free slots the owner spilled (see `free.rs`), which it
+    /// takes back first; others take them before the arena grows.
+    pub(crate) spilled: ChunkStack,
     pub(crate) counters: ShardCounters,
     /// The highest clock reading used for this shard (see `clock.rs`).
     pub(crate) clock_mark: CachePadded<std::sync::atomic::AtomicU64>,
@@ -222,6 +225,7 @@ impl Shard {
                 deferred: Vec::new(),
                 borrowed: NIL,
             }),
+            spilled: ChunkStack::new(),
             counters: ShardCounters::default(),
             clock_mark: CachePadded::new(std::sync::atomic::AtomicU64::new(0)),
         }

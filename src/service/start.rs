@@ -21,6 +21,7 @@
 
 use std::mem::ManuallyDrop;
 
+use super::arena::NIL;
 use super::*;
 
 /// A START that passed its checks.
@@ -304,8 +305,8 @@ impl Inner {
         if let Some(id) = unsafe { self.revive(shard, deadline, rounding, callback) } {
             return id;
         }
-        let index = self.arena.alloc();
-        // SAFETY: `alloc` handed it out just now.
+        let index = self.alloc_slot();
+        // SAFETY: `alloc_slot` handed it out just now.
         let slot = unsafe { self.slot(index) };
         // SAFETY: forwarded; not used after.
         let message =
@@ -458,6 +459,36 @@ impl Inner {
         Message::armed(index, armed, rounding, deadline)
     }
 
+    /// A free slot for a START from a thread that does not own the
+    /// timer's shard: a freed one (the free list, the arena's chunks, a
+    /// chunk an owner spilled), else a fresh one.
+    pub(crate) fn alloc_slot(&self) -> u32 {
+        if let Some(index) = self.arena.alloc_reused() {
+            return index;
+        }
+        match self.steal_chunk() {
+            NIL => self.arena.alloc_fresh(),
+            first => self.arena.first_of_chunk(first),
+        }
+    }
+
+    /// A chunk of free slots some owner spilled (its first slot), or `NIL`:
+    /// what is left to reuse before the arena grows. Owners take their own
+    /// spills back first (`Shard::alloc_line`); this is for a thread whose
+    /// own (and the arena's) ran out.
+    pub(crate) fn steal_chunk(&self) -> u32 {
+        for shard in self.shards.iter() {
+            if shard.spilled.looks_empty() {
+                continue;
+            }
+            let first = shard.spilled.pop(&self.arena);
+            if first != NIL {
+                return first;
+            }
+        }
+        NIL
+    }
+
     /// A free slot for a timer on `shard`, for its owner: one the owner
     /// freed itself (no shared cache line touched), else one from a fresh
     /// group of slots on cache lines of their own.
@@ -471,7 +502,7 @@ impl Inner {
             match shard.take_local_slot() {
                 Some(free) => free,
                 None => {
-                    let index = shard.alloc_line(&self.arena);
+                    let index = shard.alloc_line(self);
                     (index, self.slot(index))
                 }
             }

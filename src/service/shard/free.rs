@@ -1,7 +1,21 @@
 //! The owner's free slots: freed slots rest before reuse (`ROTATION`), so
 //! a stale id's slot passes through many incarnations before its name comes
-//! back; past `LOCAL_FREE_MAX` they go back to the arena in chunks, and an
-//! owner whose own run out takes a chunk back or a fresh group of slots.
+//! back; past `LOCAL_FREE_MAX` they are spilled in chunks onto the shard's
+//! own stack of chunks, and an owner whose own run out takes a chunk back
+//! (its own first, else the arena's or another shard's) or a fresh group
+//! of slots.
+//!
+//! Its own first: in a ring of owners on two cores that stop each other's
+//! timers (`owner_ops cross-stop 3000000 8`), an owner's armed count swings
+//! by thousands as its neighbour is scheduled in and out, and it spills
+//! and takes back chunks all the time. Through one shared stack each took
+//! the chunk another had just spilled, slots whose lines were in the other
+//! core's cache: 3 to 8 million of the run's 24 million STARTs came from
+//! a chunk, where with its own spills first about 70 thousand do
+//! (`tests/service.rs::item13_an_owner_takes_back_its_own_set_aside_slots_first`;
+//! that others still reuse them before the arena grows:
+//! `item13_an_owners_surplus_free_slots_serve_other_shards`,
+//! `item13_set_aside_slots_serve_threads_that_own_no_shard`).
 
 use super::*;
 
@@ -65,7 +79,7 @@ pub(super) const LOCAL_FREE_MIN: usize = 1024;
 /// over the last 1,024 frees) instead of a cap does not stop the cycle: a
 /// poll that reclaims a neighbour's burst of stops frees more than that
 /// with no START between.
-const LOCAL_FREE_MAX: usize = 4096;
+const LOCAL_FREE_MAX: usize = 16384;
 
 /// How many freed slots an owner hands back at once, as one chunk
 /// (`Arena::push_chunk`), when it holds more than its cap; and so
@@ -127,7 +141,8 @@ impl Shard {
     ///
     /// # Safety
     /// As for [`take_local_slot`](Self::take_local_slot).
-    pub(crate) unsafe fn alloc_line(&self, arena: &Arena) -> u32 {
+    pub(crate) unsafe fn alloc_line(&self, inner: &Inner) -> u32 {
+        let arena = &inner.arena;
         // SAFETY: forwarded.
         unsafe {
             self.core(|core| {
@@ -137,7 +152,15 @@ impl Shard {
                     core.spilled = false;
                 }
                 if core.borrowed == NIL {
-                    core.borrowed = arena.pop_chunk();
+                    // Its own spills first: their slots were last in this
+                    // core's cache, where another shard's are not.
+                    core.borrowed = self.spilled.pop(arena);
+                    if core.borrowed == NIL {
+                        core.borrowed = arena.pop_chunk();
+                    }
+                    if core.borrowed == NIL {
+                        core.borrowed = inner.steal_chunk();
+                    }
                 }
                 if core.borrowed != NIL {
                     let index = core.borrowed;
@@ -179,8 +202,8 @@ impl Shard {
 
     /// Puts a FREE slot on this owner's free slots: it joins the back of
     /// the rotation; past the owner's cap (see `LOCAL_FREE_MAX`), the
-    /// `SPILL` that have rested longest go back to the service as one
-    /// chunk (see `ROTATION`, `Arena::push_chunk`).
+    /// `SPILL` that have rested longest are spilled as one chunk onto the
+    /// shard's chunks (see `ROTATION`, `Shard::spilled`).
     ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core; the
@@ -202,7 +225,7 @@ impl Shard {
                             first = rested.index;
                         }
                     }
-                    inner.arena.push_chunk(first);
+                    self.spilled.push(&inner.arena, first);
                 }
             })
         };
