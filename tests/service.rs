@@ -666,32 +666,23 @@ fn item13_stopped_timers_are_reclaimed_at_the_next_poll_and_churn_stays_flat() {
     );
 }
 
-/// An owner keeps a bounded number of the slots it freed for its own
-/// STARTs and hands the rest back, so another shard's STARTs reuse them
-/// instead of growing the arena (the bound: `LOCAL_FREE_MIN` and
-/// `LOCAL_FREE_MAX` in `src/service/shard/free.rs`, at most 4,096 + 256
-/// slots).
-#[test]
-fn item13_an_owners_surplus_free_slots_serve_other_shards() {
+/// Shard 0's owner starts `n` one-hour timers and drops them (freed at
+/// once, on its own thread), then lets go of the shard; another thread
+/// (owning shard `claim`, or no shard) starts `others`. Returns the arena's
+/// slots while those are armed.
+fn arena_after_reuse(n: u64, others: u64, claim: Option<usize>) -> u64 {
     let (service, guard, _clock) = embedded(2);
     let hour = Duration::from_secs(3600);
-    // Miri: the same path with fewer slots (2,000 freed still pass the
-    // first cap of 1,280).
-    let (n, others): (u64, u64) = if cfg!(miri) {
-        (2_000, 1_000)
-    } else {
-        (24_000, 19_000)
-    };
     let batch: Vec<_> = (0..n)
         .map(|_| service.start(hour, |_| {}).unwrap())
         .collect();
-    drop(batch); // stopped on the owner's thread: freed at once
+    drop(batch);
     let freed = service.stats();
     assert_eq!((freed.armed, freed.freed), (0, n), "{freed:?}");
     drop(guard);
     let other = service.clone();
-    let slots = std::thread::spawn(move || {
-        let _guard = other.claim_shard(1).unwrap();
+    std::thread::spawn(move || {
+        let _guard = claim.map(|shard| other.claim_shard(shard).unwrap());
         let batch: Vec<_> = (0..others)
             .map(|_| other.start(hour, |_| {}).unwrap())
             .collect();
@@ -700,7 +691,24 @@ fn item13_an_owners_surplus_free_slots_serve_other_shards() {
         slots
     })
     .join()
-    .unwrap();
+    .unwrap()
+}
+
+/// An owner keeps a bounded number of the slots it freed for its own
+/// STARTs and sets the rest aside, so another shard's STARTs reuse them
+/// instead of growing the arena (the bound: `LOCAL_FREE_MIN` and
+/// `LOCAL_FREE_MAX` in `src/service/shard/free.rs`, at most 4,096 + 256
+/// slots).
+#[test]
+fn item13_an_owners_surplus_free_slots_serve_other_shards() {
+    // Miri: the same path with fewer slots (2,000 freed still pass the
+    // first cap of 1,280).
+    let (n, others): (u64, u64) = if cfg!(miri) {
+        (2_000, 1_000)
+    } else {
+        (24_000, 19_000)
+    };
+    let slots = arena_after_reuse(n, others, Some(1));
     assert!(
         slots <= n + 512,
         "shard 1 grew the arena to {slots} slots while shard 0 held {n} free"
@@ -760,29 +768,12 @@ fn item13_an_owner_takes_back_its_own_set_aside_slots_first() {
 /// the arena grows (all but the few an owner keeps for itself).
 #[test]
 fn item13_set_aside_slots_serve_threads_that_own_no_shard() {
-    let (service, guard, _clock) = embedded(2);
-    let hour = Duration::from_secs(3600);
     let (n, others): (u64, u64) = if cfg!(miri) {
         (2_000, 600)
     } else {
         (6_000, 4_000)
     };
-    let batch: Vec<_> = (0..n)
-        .map(|_| service.start(hour, |_| {}).unwrap())
-        .collect();
-    drop(batch);
-    drop(guard);
-    let other = service.clone();
-    let slots = std::thread::spawn(move || {
-        let batch: Vec<_> = (0..others)
-            .map(|_| other.start(hour, |_| {}).unwrap())
-            .collect();
-        let slots = other.stats().slots;
-        drop(batch);
-        slots
-    })
-    .join()
-    .unwrap();
+    let slots = arena_after_reuse(n, others, None);
     assert!(
         slots <= n + 512,
         "a thread that owns no shard grew the arena to {slots} slots while {n} were free"
