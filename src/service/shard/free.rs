@@ -8,12 +8,14 @@
 //! Its own first: in a ring of owners on two cores that stop each other's
 //! timers (`owner_ops cross-stop 3000000 8`), an owner's armed count swings
 //! by thousands as its neighbour is scheduled in and out, and it spills
-//! and takes back chunks all the time. Through one shared stack each took
-//! the chunk another had just spilled, slots whose lines were in the other
-//! core's cache: 3 to 8 million of the run's 24 million STARTs came from
-//! a chunk, where with its own spills first about 70 thousand do
-//! (`tests/service.rs::item13_an_owner_takes_back_its_own_set_aside_slots_first`;
-//! that others still reuse them before the arena grows:
+//! and takes back chunks all the time (5 to 7 million of the run's 24
+//! million STARTs take a chunk's slot or a fresh one). Through one shared
+//! stack each took the chunk another had just spilled, slots whose lines
+//! were in the other core's cache; taking its own back, an owner refills
+//! with slots its own core touched last (whole programs, `farm-bench -n
+//! 10`: 0.93x the time at 8 threads, a spread of 0.74-1.27). Tests:
+//! `tests/service.rs::item13_an_owner_takes_back_its_own_set_aside_slots_first`;
+//! that others still reuse them before the arena grows,
 //! `item13_an_owners_surplus_free_slots_serve_other_shards`,
 //! `item13_set_aside_slots_serve_threads_that_own_no_shard`).
 
@@ -79,7 +81,7 @@ pub(super) const LOCAL_FREE_MIN: usize = 1024;
 /// over the last 1,024 frees) instead of a cap does not stop the cycle: a
 /// poll that reclaims a neighbour's burst of stops frees more than that
 /// with no START between.
-const LOCAL_FREE_MAX: usize = 16384;
+const LOCAL_FREE_MAX: usize = 4096;
 
 /// How many freed slots an owner hands back at once, as one chunk
 /// (`Arena::push_chunk`), when it holds more than its cap; and so
