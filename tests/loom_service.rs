@@ -565,6 +565,43 @@ fn handles_counted_on_two_shards_vs_shutdown() {
     });
 }
 
+/// Handles counted in the core of the shard their maker or dropper holds
+/// (`src/service/shard/credits.rs`; loom's credits come two at a time): the
+/// owner of shard 0 makes two handles (one refill) and drops one (owed, not
+/// yet counted), then lets go of its shard while the last `TimerService`
+/// goes on either thread; the other handle goes after. The service must be
+/// freed exactly once, after that handle: loom reports a leaked `Arc` if the
+/// core's credits are never counted. Fails with the settling in
+/// `ShardGuard`'s drop left out: the owner saw the service live and skipped
+/// its sweep, and the shutdown thread found the shard still held and left
+/// it to the owner.
+#[test]
+fn owner_credits_vs_shutdown_vs_last_handle() {
+    model("owner_credits_vs_shutdown_vs_last_handle", || {
+        let service = embedded_service(2, &ManualClock::new());
+        let probe = std::sync::Arc::new(Probe::default());
+        let owner = {
+            let service = service.clone();
+            let probe = probe.clone();
+            thread::spawn(move || {
+                let guard = service.claim_shard(0).unwrap();
+                let kept = service.start(TICK * 5, counting_callback(&probe)).unwrap();
+                let dropped = service.start(TICK * 5, counting_callback(&probe)).unwrap();
+                drop(dropped);
+                drop(service);
+                drop(guard);
+                kept
+            })
+        };
+        drop(service);
+        let kept = owner.join().unwrap();
+        assert_eq!(kept.stop(), Stop::Inactive, "the service is shut down");
+        drop(kept);
+        assert_eq!(probe.runs.load(SeqCst), 0);
+        assert_eq!(probe.drops.load(SeqCst), 2, "both callbacks dropped");
+    });
+}
+
 /// A handle made while shutdown folds the counts (its START got past the
 /// shutdown check first) and dropped after the fold. While the fold runs the
 /// total must not pass through 0 -> 1, or that make takes a strong count of

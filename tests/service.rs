@@ -861,6 +861,81 @@ fn item14_stale_and_garbage_handles_are_inactive() {
     drop(others);
 }
 
+/// The handles an owner makes and drops are counted in its shard's core, in
+/// credits taken 64 at a time and drops paid 64 at a time
+/// (`src/service/shard/credits.rs`): the service's memory must still last
+/// exactly as long as its last handle, whatever is left in the cores when
+/// it shuts down. The service is observed through its panic hook, which it
+/// drops only when its memory goes. Fails with the settling of the cores
+/// left out of the guard's drop or of the shutdown sweep (the service is
+/// never freed), or with the credits not counted on the service's counters
+/// (freed under live handles).
+#[test]
+fn item15_handles_counted_by_owners_keep_the_service_until_the_last_goes() {
+    for owner_lets_go_first in [false, true] {
+        let hook = Arc::new(());
+        let held = hook.clone();
+        let clock = ManualClock::new();
+        let service = TimerService::builder()
+            .shards(2)
+            .tick(MS)
+            .driver(Driver::Embedded)
+            .clock(Clock::Manual(clock.clone()))
+            .panic_hook(move |_| {
+                let _keep = &held;
+            })
+            .build()
+            .unwrap();
+        let alive = || Arc::strong_count(&hook) == 2;
+        let guard = service.claim_shard(0).unwrap();
+        // 70 handles made by shard 0's owner: a refill of credits and then
+        // some; it drops 3 of them itself (owed, not yet counted).
+        let mut timers: Vec<_> = (0..70)
+            .map(|_| service.start(MS * 50, |_| {}).unwrap())
+            .collect();
+        for t in timers.drain(..3) {
+            assert_eq!(t.cancel(), Stop::Cancelled);
+        }
+        // The owner of shard 1, on another thread, drops 5 more (owed on
+        // shard 1's core, settled when it lets go) and keeps a handle of
+        // its own.
+        let mine: Vec<_> = timers.drain(..5).collect();
+        let other = {
+            let service = service.clone();
+            std::thread::spawn(move || {
+                let _owner = service.claim_shard(1).unwrap();
+                drop(mine);
+                service.start(MS * 50, |_| {}).unwrap()
+            })
+            .join()
+            .unwrap()
+        };
+        if owner_lets_go_first {
+            drop(guard);
+            drop(service);
+        } else {
+            // Shut down while shard 0's owner still holds its credits; it
+            // sweeps and settles them when it lets go.
+            drop(service);
+            assert!(alive(), "freed while the owner holds its shard");
+            drop(guard);
+        }
+        assert!(alive(), "freed under {} live handles", timers.len() + 1);
+        assert_eq!(other.stop(), Stop::Inactive);
+        drop(other);
+        let last = timers.pop().unwrap();
+        drop(timers);
+        assert!(alive(), "freed under the last live handle");
+        assert_eq!(last.stop(), Stop::Inactive);
+        drop(last);
+        assert_eq!(
+            Arc::strong_count(&hook),
+            1,
+            "the service outlived its last handle ({owner_lets_go_first})"
+        );
+    }
+}
+
 #[test]
 fn item15_shutdown_drops_pending_callbacks_unrun() {
     struct Dropped(Arc<AtomicUsize>);

@@ -331,6 +331,8 @@ impl Drop for ShardGuard {
         if self.inner.is_shut_down() {
             shard.sweep(&self.inner, self.shard);
         }
+        // SAFETY: this guard holds the claim; no core reference is live.
+        unsafe { shard.settle_credits(&self.inner, self.shard, false) };
         OWNED_SHARD.with(|owned| owned.set((0, 0)));
         shard.unclaim();
     }

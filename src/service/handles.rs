@@ -26,6 +26,12 @@
 //! cores wrote stopped moving. A shard's counters alone mean nothing; only
 //! the sum over all shards is the number of live handles.
 //!
+//! A thread that holds its shard's claim counts there in batches instead:
+//! handles made in advance (credits) and drops owed, in the shard's core,
+//! which only ever keeps the total too high until the core is settled
+//! (`shard/credits.rs`). Only threads that own no shard pay a locked
+//! read-modify-write per handle.
+//!
 //! # Shutdown: folding the counters into one total
 //!
 //! Every count is one RMW on one counter, and `fold` sets `SHUT` in each
@@ -47,7 +53,9 @@
 //! a `TimerService` (which keeps the service alive) and that takes the
 //! strong count itself if it finds `total` at 0.
 //!
-//! loom (`tests/loom_service.rs`): `handles_counted_on_two_shards_vs_shutdown`
+//! loom (`tests/loom_service.rs`): `owner_credits_vs_shutdown_vs_last_handle`
+//! (an owner's credits and owed drops as its shard is let go during
+//! shutdown), `handles_counted_on_two_shards_vs_shutdown`
 //! (a handle made on one shard's counter and dropped on the other's while
 //! the last `TimerService` goes; fails when `fold` reads a counter before
 //! setting its `SHUT`), `handle_made_during_the_fold` (fails without
@@ -93,10 +101,17 @@ impl HandleCounts {
     /// found none).
     #[inline]
     pub(crate) fn made(&self, shard: usize) -> bool {
-        if self.shards[shard].made.fetch_add(1, Ordering::AcqRel) & SHUT == 0 {
+        self.made_many(shard, 1)
+    }
+
+    /// Counts `n` new handles at once (an owner's credits,
+    /// `shard/credits.rs`), as [`made`](Self::made) counts one.
+    #[inline]
+    pub(crate) fn made_many(&self, shard: usize, n: u64) -> bool {
+        if self.shards[shard].made.fetch_add(n, Ordering::AcqRel) & SHUT == 0 {
             return false;
         }
-        self.total.fetch_add(1, Ordering::AcqRel) == 0
+        self.total.fetch_add(n, Ordering::AcqRel) == 0
     }
 
     /// Counts a handle gone, on `shard`'s counter (the calling thread's
@@ -105,10 +120,21 @@ impl HandleCounts {
     /// back the strong count the handles held.
     #[inline]
     pub(crate) fn dropped(&self, shard: usize) -> bool {
-        if self.shards[shard].dropped.fetch_add(1, Ordering::AcqRel) & SHUT == 0 {
+        self.dropped_many(shard, 1)
+    }
+
+    /// Counts `n` handles gone at once (an owner's owed drops and unused
+    /// credits, `shard/credits.rs`), as [`dropped`](Self::dropped) counts
+    /// one. `n` may be 0 (nothing changes, `false`).
+    #[inline]
+    pub(crate) fn dropped_many(&self, shard: usize, n: u64) -> bool {
+        if n == 0 {
             return false;
         }
-        self.total.fetch_sub(1, Ordering::AcqRel) == 1
+        if self.shards[shard].dropped.fetch_add(n, Ordering::AcqRel) & SHUT == 0 {
+            return false;
+        }
+        self.total.fetch_sub(n, Ordering::AcqRel) == n
     }
 
     /// Shutdown's fold (once, by the thread that shut the service down,

@@ -57,6 +57,7 @@
 //! not poll.
 
 mod claim;
+mod credits;
 mod fire;
 mod free;
 mod take_in;
@@ -152,6 +153,13 @@ struct ShardCore {
     /// (`Arena::pop_chunk`), used before the arena is asked again: first
     /// slot, or `NIL`. At most `SPILL - 1` slots.
     borrowed: u32,
+    /// Handles counted made in advance and not yet handed out, and handles
+    /// dropped but not yet counted: see `shard/credits.rs`.
+    credits: u32,
+    drops_owed: u32,
+    /// Set by the shutdown sweep once it has counted the two above: from
+    /// then on the claim holder counts on the service's counters.
+    settled: bool,
 }
 
 /// How many remote entries, and how many expiries, a poll handles before it
@@ -224,6 +232,9 @@ impl Shard {
                 walk: (0, 0),
                 deferred: Vec::new(),
                 borrowed: NIL,
+                credits: 0,
+                drops_owed: 0,
+                settled: false,
             }),
             spilled: ChunkStack::new(),
             counters: ShardCounters::default(),
@@ -703,8 +714,12 @@ impl Shard {
     /// second pass finds a disarmed, unlinked slot and frees it; the pass then
     /// finds it free and skips it.
     ///
+    /// Last, the handles this shard's claim holders counted in its core are
+    /// counted on the service's (`shard/credits.rs`); if that was the last
+    /// of them, the strong count they held is given back here.
+    ///
     /// The caller must have claimed the shard (it is not polling).
-    pub(crate) fn sweep(&self, inner: &Inner, shard: usize) {
+    pub(crate) fn sweep(&self, inner: &Arc<Inner>, shard: usize) {
         // Queued entries are moot now: the sweep looks at every slot itself.
         self.drop_remote(inner);
         // SAFETY: the caller has claimed the shard. The slots are marked
@@ -762,6 +777,8 @@ impl Shard {
                 unsafe { self.settle(inner, slot, index, word) };
             }
         });
+        // SAFETY: the caller holds the claim; no core reference is live.
+        unsafe { self.settle_credits(inner, shard, true) };
     }
 }
 

@@ -374,7 +374,15 @@ impl Drop for Timer {
 #[inline]
 fn count(inner: *const Inner, count_on: usize) -> *const Inner {
     // SAFETY: the caller's `Arc` is live, so `inner` is valid.
-    if unsafe { &*inner }.handles.made(count_on) {
+    let service = unsafe { &*inner };
+    let first = if service.owns(count_on) {
+        // SAFETY: this thread holds the shard's claim (`owns`), with no
+        // reference into its core while user code runs.
+        unsafe { service.shards[count_on].count_made(service, count_on) }
+    } else {
+        service.handles.made(count_on)
+    };
+    if first {
         // SAFETY: as above; its strong count is at least 1.
         unsafe { Arc::increment_strong_count(inner) };
     }
@@ -382,7 +390,8 @@ fn count(inner: *const Inner, count_on: usize) -> *const Inner {
 }
 
 /// Counts a handle of `inner` gone, on this thread's counting shard,
-/// whichever counted it made (`handles.rs`).
+/// whichever counted it made (`handles.rs`), in the shard's core if this
+/// thread holds it (`shard/credits.rs`).
 ///
 /// # Safety
 /// `inner` was returned by [`count`], and the handle does not use it after.
@@ -390,7 +399,13 @@ fn count(inner: *const Inner, count_on: usize) -> *const Inner {
 unsafe fn uncount(inner: *const Inner) {
     // SAFETY: a counted handle keeps `Inner` alive (`Timer::inner`).
     let service = unsafe { &*inner };
-    if service.handles.dropped(service.choose_shard()) {
+    let last = match service.owned_shard() {
+        // SAFETY: this thread holds the shard's claim (`owned_shard`), with
+        // no reference into its core while user code runs.
+        Some(shard) => unsafe { service.shards[shard].count_dropped(service, shard) },
+        None => service.handles.dropped(service.spread_choice()),
+    };
+    if last {
         // SAFETY: this was the last handle after shutdown, so it gives
         // back the strong count the handles held (`handles.rs`).
         // `inner` is not used after this.
