@@ -1241,6 +1241,57 @@ fn remote_cancel_vs_fire_vs_take() {
     });
 }
 
+/// Remote stops batched by a thread that owns a shard of its own
+/// (`src/service/shard/stops.rs`; loom's batches hold two): the owner of
+/// shard 1 cancels shard 0's due timer and far timer (each one CAS on its
+/// slot, which sets `QUEUED`; the second fills the batch, which goes onto
+/// shard 0's queue with one CAS), while shard 0's owner polls, which fires
+/// the due one unless the cancel won, and takes the queue in. Exactly one
+/// of cancel and fire wins; the far one never runs; once the stopper has
+/// let go of its shard, one more poll reclaims both slots and drops both
+/// callbacks. With the batch's push relaxed (its CAS `Relaxed` for
+/// success), loom finds the owner reading the batch's links before the
+/// stopper wrote them: a slot is lost with `QUEUED` set, never freed.
+#[test]
+fn batched_remote_stops_vs_fire_vs_take() {
+    model("batched_remote_stops_vs_fire_vs_take", || {
+        let clock = ManualClock::new();
+        let service = embedded_service(2, &clock);
+        let mut guard = service.claim_shard(0).unwrap();
+        let due = std::sync::Arc::new(Probe::default());
+        let far = std::sync::Arc::new(Probe::default());
+        let a = service.start(TICK, counting_callback(&due)).unwrap();
+        let b = service.start(TICK * 100, counting_callback(&far)).unwrap();
+        guard.poll().unwrap();
+        clock.advance(TICK);
+        let remote = {
+            let service = service.clone();
+            thread::spawn(move || {
+                let _own = service.claim_shard(1).unwrap();
+                (a.cancel(), b.cancel())
+            })
+        };
+        guard.poll().unwrap();
+        let (first, second) = remote.join().unwrap();
+        guard.poll().unwrap();
+        let ran = due.runs.load(SeqCst);
+        match first {
+            Stop::Cancelled => assert_eq!(ran, 0, "a cancelled timer ran"),
+            Stop::Fired | Stop::Running => assert_eq!(ran, 1),
+            Stop::Inactive => panic!("the due timer's cancel found nothing"),
+        }
+        assert_eq!(second, Stop::Cancelled);
+        assert_eq!(far.runs.load(SeqCst), 0);
+        assert_eq!(
+            (due.drops.load(SeqCst), far.drops.load(SeqCst)),
+            (1, 1),
+            "a stopped timer was not reclaimed"
+        );
+        assert_eq!(service.stats().freed, 2);
+        drop(guard);
+    });
+}
+
 /// The owner's cancel of its own armed timer (one CAS straight to the freed
 /// state, `Shard::cancel_owned`) racing another thread's STOP by id (a CAS
 /// that queues the slot on the remote queue). Exactly one of them cancels;

@@ -694,6 +694,67 @@ fn arena_after_reuse(n: u64, others: u64, claim: Option<usize>) -> u64 {
     .unwrap()
 }
 
+/// A thread that owns a shard batches its STOPs of another shard's timers
+/// (`src/service/shard/stops.rs`): the stopped slots reach their owner, to
+/// be freed, when the batch is full (32), at the end of the stopper's poll,
+/// and when it lets go of its shard, never later; at most 32 wait. Fails
+/// with any of the three pushes left out (the owner frees fewer).
+#[test]
+fn item13_batched_remote_stops_reach_their_owner() {
+    use std::sync::mpsc::channel;
+    let (service, mut guard, _clock) = embedded(2);
+    let mut timers: Vec<_> = (0..50)
+        .map(|_| service.start(MS * 100, |_| {}).unwrap())
+        .collect();
+    guard.poll().unwrap();
+    let freed = |guard: &mut ShardGuard| {
+        guard.poll().unwrap();
+        service.stats().freed
+    };
+    let (to_stopper, steps) = channel::<(Vec<tickwheel::Timer>, bool)>();
+    let (done, stepped) = channel();
+    let stopper = {
+        let service = service.clone();
+        std::thread::spawn(move || {
+            let mut own = service.claim_shard(1).unwrap();
+            for (batch, poll) in steps {
+                for timer in batch {
+                    assert_eq!(timer.cancel(), Stop::Cancelled);
+                }
+                if poll {
+                    own.poll().unwrap();
+                }
+                done.send(()).unwrap();
+            }
+        })
+    };
+    let mut step = |n: usize, poll: bool| {
+        to_stopper
+            .send((timers.drain(..n).collect(), poll))
+            .unwrap();
+        stepped.recv().unwrap();
+    };
+    step(5, false);
+    assert_eq!(
+        freed(&mut guard),
+        0,
+        "five stops wait in the stopper's batch"
+    );
+    step(0, true);
+    assert_eq!(freed(&mut guard), 5, "the stopper's poll pushes its batch");
+    step(35, false);
+    assert_eq!(freed(&mut guard), 37, "a full batch goes at once; 3 wait");
+    step(2, false);
+    drop(to_stopper);
+    stopper.join().unwrap();
+    assert_eq!(
+        freed(&mut guard),
+        42,
+        "letting go of the shard pushes the rest"
+    );
+    assert_eq!(service.stats().armed, 8);
+}
+
 /// An owner keeps a bounded number of the slots it freed for its own
 /// STARTs and sets the rest aside, so another shard's STARTs reuse them
 /// instead of growing the arena (the bound: `LOCAL_FREE_MIN` and

@@ -332,7 +332,10 @@ impl Drop for ShardGuard {
             shard.sweep(&self.inner, self.shard);
         }
         // SAFETY: this guard holds the claim; no core reference is live.
-        unsafe { shard.settle_credits(&self.inner, self.shard, false) };
+        unsafe {
+            shard.flush_stops(&self.inner);
+            shard.settle_credits(&self.inner, self.shard, false);
+        }
         OWNED_SHARD.with(|owned| owned.set((0, 0)));
         shard.unclaim();
     }

@@ -22,6 +22,10 @@
 //!   slot. The CAS that disarms an `ARMED` word, or gives up the handle of
 //!   a fired one, sets `QUEUED` in the same CAS unless it was set already.
 //!   The owner unlinks the entry and frees the slot if nothing else holds it.
+//!   A thread that holds a shard of its own pushes the slots of the timers
+//!   it cancels (STOP and release: nobody else touches such a slot again)
+//!   in batches, with one CAS ([`RemoteQueue::push_stops`],
+//!   `shard/stops.rs`).
 //! * **A RESTART**: a *proxy*, a spare slot from the arena that carries the
 //!   restart as a message (the target's index and generation, the arming's
 //!   `seq`, deadline and rounding; see [`write_proxy`]). A restart moves a
@@ -83,6 +87,8 @@
 //!
 //! loom: `remote_cancel_vs_fire_vs_take`, `remote_start_vs_stop_vs_take`,
 //! the `sleeping_owner_*` models in `tests/loom_service.rs`.
+
+use std::ptr::NonNull;
 
 use crossbeam_utils::CachePadded;
 
@@ -308,6 +314,55 @@ impl RemoteQueue {
                 Ok(_) => {
                     crate::sync::handshake_fence();
                     self.hints.record(queued, index);
+                    return queued;
+                }
+                Err(actual) => old = actual,
+            }
+        }
+    }
+
+    /// Pushes the stopped slots `batch` (index and slot, in the order they
+    /// were stopped), whose `QUEUED` bits this thread's CASes set, with one
+    /// CAS (a thread that holds a shard of its own batches its remote
+    /// STOPs, `shard/stops.rs`). The last of `batch` becomes the head, as
+    /// if each had been pushed in turn. Returns how many slots are queued
+    /// now, these included.
+    ///
+    /// # Safety
+    /// Every pointer in `batch` is the address of its index's slot in the
+    /// service's arena.
+    pub(crate) unsafe fn push_stops(&self, batch: &[(u32, NonNull<Slot>)]) -> u32 {
+        let (Some(&(newest, _)), Some(&(_, oldest))) = (batch.last(), batch.first()) else {
+            return self.len();
+        };
+        // SAFETY: the caller's contract (here and below).
+        let slot = |p: NonNull<Slot>| unsafe { p.as_ref() };
+        // The links inside the batch are this thread's to write (it set
+        // every `QUEUED`); only the oldest's link depends on the head.
+        for pair in batch.windows(2) {
+            slot(pair[1].1)
+                .queue_next
+                .store(pair[0].0, Ordering::Relaxed);
+        }
+        let n = batch.len() as u32;
+        let mut old = self.line.word.load(Ordering::Relaxed);
+        loop {
+            slot(oldest).queue_next.store(head(old), Ordering::Relaxed);
+            let queued = count(old).saturating_add(n).min(COUNT_MAX);
+            let new = (u64::from(queued) << 32) | u64::from(newest) | (old & ARMINGS);
+            // SeqCst, as in `push`.
+            match self.line.word.compare_exchange_weak(
+                old,
+                new,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    crate::sync::handshake_fence();
+                    let first = count(old);
+                    for (i, &(index, _)) in batch.iter().enumerate() {
+                        self.hints.record(first.saturating_add(i as u32 + 1), index);
+                    }
                     return queued;
                 }
                 Err(actual) => old = actual,

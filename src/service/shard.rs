@@ -60,6 +60,7 @@ mod claim;
 mod credits;
 mod fire;
 mod free;
+mod stops;
 mod take_in;
 
 use std::collections::VecDeque;
@@ -157,6 +158,9 @@ struct ShardCore {
     /// dropped but not yet counted: see `shard/credits.rs`.
     credits: u32,
     drops_owed: u32,
+    /// Remote STOPs of another shard's timers waiting to be pushed onto
+    /// its queue together (`shard/stops.rs`).
+    stops: stops::StopBatch,
     /// Set by the shutdown sweep once it has counted the two above: from
     /// then on the claim holder counts on the service's counters.
     settled: bool,
@@ -235,6 +239,7 @@ impl Shard {
                 credits: 0,
                 drops_owed: 0,
                 settled: false,
+                stops: stops::StopBatch::new(),
             }),
             spilled: ChunkStack::new(),
             counters: ShardCounters::default(),
@@ -722,6 +727,9 @@ impl Shard {
     pub(crate) fn sweep(&self, inner: &Arc<Inner>, shard: usize) {
         // Queued entries are moot now: the sweep looks at every slot itself.
         self.drop_remote(inner);
+        // Stops this shard's holders batched for other shards go to them.
+        // SAFETY: the caller has claimed the shard; no core reference is live.
+        unsafe { self.flush_stops(inner) };
         // SAFETY: the caller has claimed the shard. The slots are marked
         // unlinked in the first pass below, before anything reads them.
         unsafe {

@@ -5,7 +5,9 @@
 //! its own armed timer frees the slot with that CAS (`Shard::cancel_owned`);
 //! a STOP from another thread leaves the slot `QUEUED` for the owner and
 //! pushes it on the shard's remote queue at most once (`handoff.rs`,
-//! `remote.rs`), where the owner frees it (`Shard::apply_one`).
+//! `remote.rs`), where the owner frees it (`Shard::apply_one`). A thread
+//! that holds a shard of its own batches the pushes of the timers it
+//! cancels (`shard/stops.rs`).
 
 use super::*;
 
@@ -233,6 +235,14 @@ impl Inner {
                     if slot.cas(word, new).is_ok() {
                         let wake = if word.is(QUEUED) {
                             self.stopped_while_queued(shard, id.index(), new)
+                        } else if let Some(own) = self.owned_shard() {
+                            // This thread holds a shard of its own: the
+                            // push waits in its batch (`shard/stops.rs`).
+                            // SAFETY: it holds `own`'s claim (`owned_shard`),
+                            // with no reference into its core while user
+                            // code runs; `shard` is not `own` (`owns`).
+                            unsafe { self.shards[own].batch_stop(self, shard, id.index(), slot) };
+                            false
                         } else {
                             self.shards[shard].push_stop(id.index(), slot)
                         };

@@ -118,6 +118,9 @@ impl Shard {
             }
             if fired_here < BATCH && !more_messages {
                 unsafe { self.core(|core| core.wheel.end_pass()) };
+                // The remote STOPs this owner batched, its callbacks' among
+                // them, go to their shards now (`shard/stops.rs`).
+                unsafe { self.flush_stops(inner) };
                 unsafe { self.publish_counters(inner, false) };
                 return polled;
             }
