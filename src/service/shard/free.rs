@@ -17,7 +17,7 @@
 //! `tests/service.rs::item13_an_owner_takes_back_its_own_set_aside_slots_first`;
 //! that others still reuse them before the arena grows,
 //! `item13_an_owners_surplus_free_slots_serve_other_shards`,
-//! `item13_set_aside_slots_serve_threads_that_own_no_shard`).
+//! `item13_set_aside_slots_serve_threads_that_own_no_shard`.
 
 use super::*;
 
