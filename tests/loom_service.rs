@@ -1198,6 +1198,32 @@ fn remote_start_before_owner_start_fires_first() {
     });
 }
 
+/// After another thread cancelled a due timer (`first`) and a far one
+/// (`second`) while their owner polled, and the owner polled once more:
+/// exactly one of cancel and fire won for the due one, the far one never
+/// ran, and both slots were reclaimed with their callbacks dropped.
+fn cancels_of_a_due_and_a_far_timer_settled(
+    service: &TimerService,
+    (first, second): (Stop, Stop),
+    due: &Probe,
+    far: &Probe,
+) {
+    let ran = due.runs.load(SeqCst);
+    match first {
+        Stop::Cancelled => assert_eq!(ran, 0, "a cancelled timer ran"),
+        Stop::Fired | Stop::Running => assert_eq!(ran, 1),
+        Stop::Inactive => panic!("the due timer's cancel found nothing"),
+    }
+    assert_eq!(second, Stop::Cancelled);
+    assert_eq!(far.runs.load(SeqCst), 0);
+    assert_eq!(
+        (due.drops.load(SeqCst), far.drops.load(SeqCst)),
+        (1, 1),
+        "a stopped timer was not reclaimed"
+    );
+    assert_eq!(service.stats().freed, 2);
+}
+
 /// Remote stops on the remote queue (`src/service/remote.rs`, CONTRACT 8
 /// and 13): another thread cancels a due timer and a far one (each one CAS
 /// on its slot, which sets `QUEUED`, and one push of the slot onto the
@@ -1223,20 +1249,7 @@ fn remote_cancel_vs_fire_vs_take() {
         guard.poll().unwrap();
         let (first, second) = remote.join().unwrap();
         guard.poll().unwrap();
-        let ran = due.runs.load(SeqCst);
-        match first {
-            Stop::Cancelled => assert_eq!(ran, 0, "a cancelled timer ran"),
-            Stop::Fired | Stop::Running => assert_eq!(ran, 1),
-            Stop::Inactive => panic!("the due timer's cancel found nothing"),
-        }
-        assert_eq!(second, Stop::Cancelled);
-        assert_eq!(far.runs.load(SeqCst), 0);
-        assert_eq!(
-            (due.drops.load(SeqCst), far.drops.load(SeqCst)),
-            (1, 1),
-            "a stopped timer was not reclaimed"
-        );
-        assert_eq!(service.stats().freed, 2);
+        cancels_of_a_due_and_a_far_timer_settled(&service, (first, second), &due, &far);
         drop(guard);
     });
 }
@@ -1274,20 +1287,7 @@ fn batched_remote_stops_vs_fire_vs_take() {
         guard.poll().unwrap();
         let (first, second) = remote.join().unwrap();
         guard.poll().unwrap();
-        let ran = due.runs.load(SeqCst);
-        match first {
-            Stop::Cancelled => assert_eq!(ran, 0, "a cancelled timer ran"),
-            Stop::Fired | Stop::Running => assert_eq!(ran, 1),
-            Stop::Inactive => panic!("the due timer's cancel found nothing"),
-        }
-        assert_eq!(second, Stop::Cancelled);
-        assert_eq!(far.runs.load(SeqCst), 0);
-        assert_eq!(
-            (due.drops.load(SeqCst), far.drops.load(SeqCst)),
-            (1, 1),
-            "a stopped timer was not reclaimed"
-        );
-        assert_eq!(service.stats().freed, 2);
+        cancels_of_a_due_and_a_far_timer_settled(&service, (first, second), &due, &far);
         drop(guard);
     });
 }

@@ -297,28 +297,12 @@ impl RemoteQueue {
     /// Returns how many slots are queued now, this one included.
     pub(crate) fn push(&self, index: u32, slot: &Slot, arming: bool) -> u32 {
         let flag = if arming { ARMINGS } else { 0 };
-        let mut old = self.line.word.load(Ordering::Relaxed);
-        loop {
-            slot.queue_next.store(head(old), Ordering::Relaxed);
-            let queued = count(old).saturating_add(1).min(COUNT_MAX);
-            let new = (u64::from(queued) << 32) | u64::from(index) | (old & ARMINGS) | flag;
-            // SeqCst: release for the link and the slot (the owner takes the
-            // list with a SeqCst swap), and the store half of the handshake
-            // with `Shard::publish_sleep`.
-            match self.line.word.compare_exchange_weak(
-                old,
-                new,
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    crate::sync::handshake_fence();
-                    self.hints.record(queued, index);
-                    return queued;
-                }
-                Err(actual) => old = actual,
-            }
-        }
+        let queued = self
+            .push_list(index, slot, 1, flag)
+            .saturating_add(1)
+            .min(COUNT_MAX);
+        self.hints.record(queued, index);
+        queued
     }
 
     /// Pushes the stopped slots `batch` (index and slot, in the order they
@@ -345,12 +329,26 @@ impl RemoteQueue {
                 .store(pair[0].0, Ordering::Relaxed);
         }
         let n = batch.len() as u32;
+        let first = self.push_list(newest, slot(oldest), n, 0);
+        for (i, &(index, _)) in batch.iter().enumerate() {
+            self.hints.record(first.saturating_add(i as u32 + 1), index);
+        }
+        first.saturating_add(n).min(COUNT_MAX)
+    }
+
+    /// The CAS of a push: `n` slots linked from `newest` to `oldest`, whose
+    /// link this sets to the old head, go on the queue, with `flag`
+    /// ([`ARMINGS`] or 0). Returns how many were queued before them.
+    #[inline(always)]
+    fn push_list(&self, newest: u32, oldest: &Slot, n: u32, flag: u64) -> u32 {
         let mut old = self.line.word.load(Ordering::Relaxed);
         loop {
-            slot(oldest).queue_next.store(head(old), Ordering::Relaxed);
+            oldest.queue_next.store(head(old), Ordering::Relaxed);
             let queued = count(old).saturating_add(n).min(COUNT_MAX);
-            let new = (u64::from(queued) << 32) | u64::from(newest) | (old & ARMINGS);
-            // SeqCst, as in `push`.
+            let new = (u64::from(queued) << 32) | u64::from(newest) | (old & ARMINGS) | flag;
+            // SeqCst: release for the links and the slots (the owner takes
+            // the list with a SeqCst swap), and the store half of the
+            // handshake with `Shard::publish_sleep`.
             match self.line.word.compare_exchange_weak(
                 old,
                 new,
@@ -359,11 +357,7 @@ impl RemoteQueue {
             ) {
                 Ok(_) => {
                     crate::sync::handshake_fence();
-                    let first = count(old);
-                    for (i, &(index, _)) in batch.iter().enumerate() {
-                        self.hints.record(first.saturating_add(i as u32 + 1), index);
-                    }
-                    return queued;
+                    return count(old);
                 }
                 Err(actual) => old = actual,
             }
