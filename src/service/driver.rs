@@ -58,6 +58,12 @@ impl ShardGuard {
     /// Fires every timer of this shard that is due by the service clock's
     /// current time, running callbacks on this thread. Returns how many ran.
     ///
+    /// Timers of *other* shards that this thread cancelled (or whose
+    /// handles it dropped) since its last poll are handed to their owners
+    /// in batches: when 32 have gathered, at the end of each poll, and when
+    /// this guard is dropped. Until then their slots (at most 32) wait to
+    /// be reused; the timers themselves are stopped at once.
+    ///
     /// # Errors
     /// [`TimerError::Reentrant`] when called from inside one of this shard's
     /// own callbacks; [`TimerError::Shutdown`] once the service is shut down
