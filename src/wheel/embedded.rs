@@ -27,7 +27,7 @@
 //! with 8-byte links the link is 40 bytes, and an entry with an 8-byte
 //! payload stays 48 (the C `tw_entry`). The price is a renumbering of the
 //! armed entries once every 2^30 armings, and a bound of 2^30 - 1 entries
-//! armed at once on one wheel.
+//! armed on one wheel when that renumbering comes (more panics there).
 //!
 //! # Who touches what
 //!
@@ -78,7 +78,8 @@ struct Link {
     /// `hierarchy`, "Arming numbers in 32 bits"): 4 bytes, so that the
     /// entry stays 48 bytes with an 8-byte payload (the C `tw_entry`).
     seq: Cell<u32>,
-    /// The bucket holding the entry, or `UNLINKED`.
+    /// The bucket holding the entry (meaningful while armed; `UNLINKED`
+    /// until first armed).
     bucket: Cell<u16>,
 }
 
@@ -234,11 +235,6 @@ pub struct Fired<T> {
     pub value: T,
 }
 
-/// One more than the most timers one embedded wheel may hold armed at once:
-/// with 32-bit arming numbers, `MAX_ARMED + RENUMBER_EVERY` stays under
-/// 2^31 (see `hierarchy`, "Arming numbers in 32 bits").
-const MAX_ARMED: usize = (1 << 30) - 1;
-
 /// The [`Nodes`] store of the embedded wheel: the entries themselves, named
 /// by address, so it holds nothing. Every [`Id`] the hierarchy passes is
 /// one it was given by `arm` or read from the links it wrote: the address
@@ -295,14 +291,13 @@ impl Nodes for Entries {
         Self::link(id).next.set(next);
     }
 
-    /// Only the bucket: an entry's `wheel` says whether it is armed, and
-    /// its links and deadline are read only while it is (a fired entry's
-    /// pop writes one field instead of four; `benches/ratas_embedded.rs`
-    /// pops one per fired timer).
+    /// Nothing: an entry's `wheel` says whether it is armed, the hierarchy
+    /// is handed only armed entries (every caller checks `wheel` first),
+    /// and arming rewrites the whole node, so a fired or cancelled entry's
+    /// stale links and bucket are never read (`benches/ratas_embedded.rs`
+    /// pops one entry per fired timer).
     #[inline(always)]
-    fn mark_unlinked(&mut self, id: Id, _node: Node<Id>) {
-        Self::link(id).bucket.set(UNLINKED);
-    }
+    fn mark_unlinked(&mut self, _id: Id, _node: Node<Id>) {}
 
     #[inline(always)]
     fn set_deadline_seq(&mut self, id: Id, deadline: u64, seq: u64) {
@@ -502,14 +497,12 @@ impl<T: Copy> EmbeddedWheel<T> {
         let this = self.shared.as_ptr().cast_const();
         let state = self.state_mut();
         debug_assert!(deadline >= state.hierarchy.now());
-        // See `MAX_ARMED`.
-        assert!(
-            state.len < MAX_ARMED,
-            "tickwheel: 2^30 - 1 timers armed in one embedded wheel, the most it holds"
-        );
+        // Linked first: the bound on armed entries (2^30 - 1) is checked
+        // when the arming numbers are renumbered, inside `link`, and a panic
+        // there leaves the entry not armed.
+        state.hierarchy.link(&mut Entries, entry.id(), deadline);
         state.len += 1;
         link.wheel.set(this);
-        state.hierarchy.link(&mut Entries, entry.id(), deadline);
         Ok(())
     }
 

@@ -13,13 +13,19 @@
 //!
 //! # The next-deadline memo
 //!
-//! [`Hierarchy::next_deadline`] is exact. When the earliest timer sits on a
-//! level above 0 that needs a walk of one bucket, so the answer is kept until
-//! it may change: linking a timer lowers it (`min`), and unlinking the timer
-//! that holds it (it fired, was cancelled or moved) forgets it. Repeated
-//! queries, and queries after any change that does not touch the earliest
-//! timer, are O(1); the bucket is walked at most once per change of the
-//! earliest timer. An entry moved later without relinking (below) can make
+//! [`Hierarchy::next_deadline`] is exact. A timer on level 0 is found with
+//! one bitmap search (level 0 holds only the current block, whose ticks come
+//! before every higher bucket's). When level 0 is empty from `now` on, the
+//! earliest timer sits on a level above 0 and needs a walk of one bucket, so
+//! the earliest deadline *above level 0* is kept until it may change:
+//! linking a timer above level 0 lowers it (`min`), unlinking the timer
+//! that holds it (it fired, was cancelled or moved) forgets it, and so does
+//! a cascade (its timers may go down to level 0). Level 0's own links and
+//! pops, the most frequent operations, never touch it
+//! (`benches/ratas_embedded.rs` links and pops one level-0 timer per fired
+//! timer). Repeated queries, and queries after any change that does not
+//! touch the earliest timer, are O(1); the bucket is walked at most once per
+//! change of the earliest timer. An entry moved later without relinking (below) can make
 //! the walk go on to the next buckets in time order, until the best
 //! deadline found lies inside the bucket just walked: that is the only case
 //! where a query walks more than one bucket.
@@ -119,8 +125,9 @@
 //! order (a walk of every bucket and a sort: O(n log n) for `n` linked
 //! timers, once per 2^30 armings of one shard or wheel). Between two
 //! renumberings the linked entries' numbers span at most `n + 2^30`, under
-//! 2^31: `n < 2^28` for a service (the most slots it has), `n < 2^30` for
-//! an embedded wheel (the most entries it arms at once).
+//! 2^31: `n < 2^28` for a service (the most slots it has); for an embedded
+//! wheel, which has no such bound, `renumber` checks `n < 2^30 - 1` and
+//! panics (changing nothing) beyond it.
 //! `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap` arms and
 //! moves timers across the wrap and a renumbering.
 
@@ -147,6 +154,11 @@ const ONE_WAY_FIRST: usize = 16;
 /// How many armings may pass between two renumberings of a store whose
 /// arming numbers wrap at 32 bits (see the module docs).
 pub(crate) const RENUMBER_EVERY: u64 = 1 << 30;
+
+/// One more than the most entries a store whose arming numbers wrap may
+/// hold linked when it is renumbered: `MAX_LINKED + RENUMBER_EVERY` stays
+/// under 2^31.
+const MAX_LINKED: u64 = (1 << 30) - 1;
 
 /// `a` is a later arming number than `b`, for store `N`.
 #[inline(always)]
@@ -384,7 +396,7 @@ impl<I: EntryId> Hierarchy<I> {
             nodes.set_next(tail, index);
         }
         level.tail[slot] = index;
-        self.earliest.lower_to(deadline);
+        // The memo covers the levels above 0 only (module docs).
     }
 
     /// [`link`](Self::link) with an arming number chosen by the caller (the
@@ -448,6 +460,14 @@ impl<I: EntryId> Hierarchy<I> {
                 }
             }
         }
+        // The numbers of the linked entries span their count plus
+        // `RENUMBER_EVERY` until the next renumbering, which must stay under
+        // 2^31 (module docs): checked here, once per 2^30 armings, rather
+        // than on every arming. Nothing has changed yet when it panics.
+        assert!(
+            (entries.len() as u64) < MAX_LINKED,
+            "tickwheel: 2^30 - 1 timers armed in one wheel, the most it holds"
+        );
         // Linked entries hold distinct numbers, so no two keys tie.
         entries.sort_unstable_by_key(|&(key, _)| key);
         // The fence moves with the numbers: to the first entry at or past
@@ -532,9 +552,10 @@ impl<I: EntryId> Hierarchy<I> {
             }
         }
         self.levels[level].tail[slot] = index;
-        // A cascade only re-files entries that were linked already: the
-        // earliest deadline, if known, is at or before theirs and stays.
-        if new_seq.is_some() {
+        // A cascade only re-files entries that were linked already (and
+        // forgot the memo when it began). A new arming is never on level 0
+        // here (`link_new`), but the memo covers the levels above it only.
+        if new_seq.is_some() && level > 0 {
             self.earliest.lower_to(deadline);
         }
     }
@@ -689,7 +710,10 @@ impl<I: EntryId> Hierarchy<I> {
                 nodes.set_seq(index, seq);
             }
             self.earliest.forget_if(node.deadline);
-            self.earliest.lower_to(deadline);
+            // Still in its bucket: on level 0 the memo does not cover it.
+            if usize::from(node.bucket) >= SLOTS {
+                self.earliest.lower_to(deadline);
+            }
             return;
         }
         // `link` rewrites the whole node, so the entry is only detached
@@ -713,16 +737,16 @@ impl<I: EntryId> Hierarchy<I> {
         nodes: &N,
         limit: u64,
     ) -> Option<u64> {
-        if let Some(earliest) = self.earliest.get() {
-            return (earliest <= limit).then_some(earliest);
-        }
         // Level 0 at or after `now` first: its buckets are single ticks and
         // come before every higher level's (see `pop_due`), so the first one
         // is the answer with no walk.
         let current = (self.now & SLOT_MASK) as usize;
         if let Some(slot) = self.levels[0].occupied.first_from(current) {
             let earliest = (self.now & !SLOT_MASK) | slot as u64;
-            self.earliest.set(Some(earliest));
+            return (earliest <= limit).then_some(earliest);
+        }
+        // Then the levels above: their memo, else a walk.
+        if let Some(earliest) = self.earliest.get() {
             return (earliest <= limit).then_some(earliest);
         }
         self.next_deadline_walk(nodes, limit)
@@ -742,11 +766,12 @@ impl<I: EntryId> Hierarchy<I> {
         nodes: &N,
         budget: usize,
     ) -> Option<u64> {
-        if let Some(earliest) = self.earliest.get() {
-            return Some(earliest);
-        }
         let (level, slot) = self.next_bucket()?;
         if level > 0 {
+            // Level 0 is empty from `now` on: the memo, if known, is exact.
+            if let Some(earliest) = self.earliest.get() {
+                return Some(earliest);
+            }
             let bucket = &self.levels[level];
             let (mut index, tail) = (bucket.head[slot], bucket.tail[slot]);
             for _ in 0..budget {
@@ -760,9 +785,10 @@ impl<I: EntryId> Hierarchy<I> {
         self.next_deadline(nodes)
     }
 
-    /// [`next_deadline_until`](Self::next_deadline_until) when the memo is
-    /// unknown and level 0 has nothing at or after `now`: out of line, so
-    /// the quick answers above cost no register saves.
+    /// [`next_deadline_until`](Self::next_deadline_until) when level 0 has
+    /// nothing at or after `now` and the memo is unknown: out of line, so
+    /// the quick answers above cost no register saves. What it finds is
+    /// the earliest deadline above level 0, which it keeps in the memo.
     #[inline(never)]
     fn next_deadline_walk<N: Nodes<Id = I>>(&self, nodes: &N, limit: u64) -> Option<u64> {
         // Buckets in time order. Every entry's deadline is at or after its
@@ -805,7 +831,11 @@ impl<I: EntryId> Hierarchy<I> {
         if !found {
             return None;
         }
-        self.earliest.set(Some(earliest));
+        // Only a deadline above level 0 is kept (the memo's scope); the
+        // callers look at level 0 first, so the walk finds none there.
+        if earliest >= (self.now | SLOT_MASK).saturating_add(1) {
+            self.earliest.set(Some(earliest));
+        }
         (earliest <= limit).then_some(earliest)
     }
 
@@ -964,8 +994,7 @@ impl<I: EntryId> Hierarchy<I> {
 
     /// Unlinks the first entry of level 0's bucket for `now` (`slot`), which
     /// is due now. Cheaper than [`unlink`](Self::unlink): the entry is the
-    /// head, and the memo, if known, is `now`; it stays right while the
-    /// bucket still holds an entry (due now too).
+    /// head, and the memo (which covers the levels above 0) stays.
     #[inline]
     fn pop_head_due<N: Nodes<Id = I>>(&mut self, nodes: &mut N, slot: usize) -> I {
         let level = &mut self.levels[0];
@@ -980,7 +1009,6 @@ impl<I: EntryId> Hierarchy<I> {
         if node.next == I::NIL {
             level.tail[slot] = I::NIL;
             level.occupied.clear(slot);
-            self.earliest.set(None);
         } else {
             nodes.set_prev(node.next, I::NIL);
         }
@@ -1159,6 +1187,8 @@ impl<I: EntryId> Hierarchy<I> {
         // (`examples/wheel_restart_latency.rs` prints the longest advance).
         let mut front = self.levels[level].head[slot];
         let back = self.levels[level].tail[slot];
+        // Its entries may go down to level 0, out of the memo's scope.
+        self.earliest.set(None);
         self.levels[level].head[slot] = I::NIL;
         self.levels[level].tail[slot] = I::NIL;
         self.levels[level].occupied.clear(slot);
