@@ -380,10 +380,16 @@ impl<T: Copy> EmbeddedWheel<T> {
     }
 
     fn with_capacity_at(now: u64) -> Self {
-        let shared = Box::new(Shared {
-            hierarchy: Hierarchy::starting_at(now),
-            len: 0,
-        });
+        // Built in place on the heap: the hierarchy holds its levels inline
+        // (about 11 KiB), too much for a small stack (a loom model's).
+        let mut shared = Box::<Shared>::new_uninit();
+        let at = shared.as_mut_ptr();
+        // SAFETY: the fields of a fresh allocation, each written once.
+        let shared = unsafe {
+            Hierarchy::write_starting_at(ptr::addr_of_mut!((*at).hierarchy), now);
+            ptr::addr_of_mut!((*at).len).write(0);
+            shared.assume_init()
+        };
         EmbeddedWheel {
             shared: NonNull::from(Box::leak(shared)),
             _entries: PhantomData,

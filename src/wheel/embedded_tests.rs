@@ -487,3 +487,23 @@ fn embedded_a_callback_polling_past_the_advance_target_leaves_what_is_due_now_to
     assert_eq!(wheel.now(), 20);
     assert!(wheel.is_empty());
 }
+
+/// The wheel's state holds its levels inline (about 11 KiB) and is built
+/// in place on the heap: a wheel can be made, used and dropped on a thread
+/// with a small stack (a loom model's threads have tens of KiB), in an
+/// unoptimised build too.
+#[test]
+fn embedded_a_wheel_is_built_on_a_small_stack() {
+    let fired = std::thread::Builder::new()
+        .stack_size(24 * 1024)
+        .spawn(|| {
+            let mut wheel = EmbeddedWheel::<u32>::new();
+            let entry = pin!(TimerEntry::new(7));
+            wheel.schedule(entry.as_ref(), 3).unwrap();
+            drain(&mut wheel, 10)
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(fired, [(3, 7)]);
+}

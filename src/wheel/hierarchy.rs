@@ -131,9 +131,11 @@
 //! `tests::wrapping_arming_numbers_keep_fifo_across_the_wrap` arms and
 //! moves timers across the wrap and a renumbering.
 
+use std::mem::MaybeUninit;
+use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::level::{Bitmap, Level, SLOTS, SLOT_BITS};
+use super::level::{Bitmap, LevelStore, SLOTS, SLOT_BITS};
 use super::node::{EntryId, Node, Nodes, UNLINKED};
 
 /// Number of levels: enough digits in base 64 (the buckets per level) to
@@ -170,10 +172,11 @@ fn newer<N: Nodes>(a: u64, b: u64) -> bool {
     }
 }
 
-/// The levels and the current tick.
+/// The levels and the current tick. How the levels are held (boxed, or
+/// inline after these fields) depends on the id type: see
+/// [`LevelStore`].
 pub(crate) struct Hierarchy<I: EntryId = u32> {
     now: u64,
-    levels: Box<[Level<I>; LEVELS]>,
     /// The exact earliest deadline when known (see the module docs).
     earliest: Memo,
     /// The next arming sequence number (used with `Nodes::ORDERED` only).
@@ -191,6 +194,8 @@ pub(crate) struct Hierarchy<I: EntryId = u32> {
     fence: u64,
     /// A pass (one advance or poll) is running: see [`begin_pass`](Self::begin_pass).
     in_pass: bool,
+    /// Last, after the fields every operation reads (when inline).
+    levels: I::Levels,
 }
 
 impl<I: EntryId> Clone for Hierarchy<I> {
@@ -256,26 +261,32 @@ impl Memo {
 
 impl<I: EntryId> Hierarchy<I> {
     pub(crate) fn starting_at(now: u64) -> Self {
-        // Built on the heap directly: `Box::new([..; LEVELS])` builds the
-        // levels (~6 KiB at 64 buckets, ~16 KiB at 256) on the stack first
-        // and copies them.
-        // Copies of one empty level (block copies) rather than a level
-        // built in place per element, which wrote every bucket's head and
-        // tail one by one: a wheel's construction was ~4% of arming and
-        // firing 1,000 timers (`examples/fill_expire.rs`, callgrind).
-        let levels: Box<[Level<I>]> = vec![Level::new(); LEVELS].into_boxed_slice();
-        let levels: Box<[Level<I>; LEVELS]> = levels
-            .try_into()
-            .unwrap_or_else(|_| unreachable!("exactly LEVELS levels"));
-        Hierarchy {
-            now,
-            levels,
-            earliest: Memo(AtomicU64::new(Memo::UNKNOWN)),
-            next_seq: 0,
-            renumber_at: RENUMBER_EVERY,
-            back_half: Vec::new(),
-            fence: 0,
-            in_pass: false,
+        let mut hierarchy = MaybeUninit::<Self>::uninit();
+        // SAFETY: valid for writes and aligned; every field is written.
+        unsafe {
+            Self::write_starting_at(hierarchy.as_mut_ptr(), now);
+            hierarchy.assume_init()
+        }
+    }
+
+    /// Writes an empty hierarchy at tick `now` to `dst`, in place: with
+    /// inline levels (a few KiB) nothing that big is built on the stack
+    /// (the embedded wheel builds its state on the heap with it).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes and aligned; what it held is overwritten
+    /// without being dropped.
+    pub(crate) unsafe fn write_starting_at(dst: *mut Self, now: u64) {
+        // SAFETY: fields of `*dst`, valid for writes (the caller's contract).
+        unsafe {
+            addr_of_mut!((*dst).now).write(now);
+            I::Levels::write_empty(addr_of_mut!((*dst).levels));
+            addr_of_mut!((*dst).earliest).write(Memo(AtomicU64::new(Memo::UNKNOWN)));
+            addr_of_mut!((*dst).next_seq).write(0);
+            addr_of_mut!((*dst).renumber_at).write(RENUMBER_EVERY);
+            addr_of_mut!((*dst).back_half).write(Vec::new());
+            addr_of_mut!((*dst).fence).write(0);
+            addr_of_mut!((*dst).in_pass).write(false);
         }
     }
 

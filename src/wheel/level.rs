@@ -8,6 +8,9 @@
 //! one `trailing_zeros`; wider levels (fewer of them, so fewer cascades)
 //! scan `SLOTS / 64` words.
 
+use std::ops::{Deref, DerefMut};
+
+use super::hierarchy::LEVELS;
 use super::node::EntryId;
 
 /// log2 of the number of buckets per level (6 or more).
@@ -117,5 +120,80 @@ impl<I: EntryId> Level<I> {
     #[inline]
     pub(crate) fn is_occupied(&self, slot: usize) -> bool {
         self.occupied.test(slot)
+    }
+}
+
+/// How a hierarchy holds its [`LEVELS`] levels, chosen by its entry id
+/// type ([`EntryId::Levels`]).
+///
+/// * Boxed (`u32` ids: the keyed `Wheel` and the service): the hierarchy
+///   stays small, so the structs holding it (a `Wheel`, a shard core) can
+///   be built and moved by value on small stacks (a loom model's threads
+///   have tens of KiB), at the price of one more pointer between the
+///   hierarchy and its buckets.
+/// * Inline (address ids: the embedded wheel): the buckets sit right after
+///   the hierarchy's own fields, one load closer: a pop or an arming
+///   waits for one dependent load fewer (Ratas' workload at 1000 pairs,
+///   `benches/ratas_embedded.rs`: about 4 % less user CPU). The embedded
+///   wheel's state is built in place on the heap
+///   ([`Hierarchy::write_starting_at`](super::hierarchy::Hierarchy::write_starting_at)),
+///   never on the stack.
+pub(crate) trait LevelStore<I>:
+    Deref<Target = [Level<I>; LEVELS]> + DerefMut + Clone
+{
+    /// Writes a store of empty levels to `dst`, building at most one level
+    /// on the stack.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes and aligned; what it held is overwritten
+    /// without being dropped.
+    unsafe fn write_empty(dst: *mut Self);
+}
+
+impl<I: EntryId> LevelStore<I> for Box<[Level<I>; LEVELS]> {
+    unsafe fn write_empty(dst: *mut Self) {
+        // Copies of one empty level (block copies) rather than a level
+        // built in place per element, which wrote every bucket's head and
+        // tail one by one: a wheel's construction was ~4% of arming and
+        // firing 1,000 timers (`examples/fill_expire.rs`, callgrind).
+        let levels: Box<[Level<I>]> = vec![Level::new(); LEVELS].into_boxed_slice();
+        let levels: Box<[Level<I>; LEVELS]> = levels
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("exactly LEVELS levels"));
+        // SAFETY: the caller's contract.
+        unsafe { dst.write(levels) };
+    }
+}
+
+/// The levels held inline (see [`LevelStore`]).
+#[derive(Clone)]
+#[repr(transparent)]
+pub(crate) struct InlineLevels<I>([Level<I>; LEVELS]);
+
+impl<I> Deref for InlineLevels<I> {
+    type Target = [Level<I>; LEVELS];
+
+    #[inline(always)]
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<I> DerefMut for InlineLevels<I> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl<I: EntryId> LevelStore<I> for InlineLevels<I> {
+    unsafe fn write_empty(dst: *mut Self) {
+        // `repr(transparent)` over the array: its levels one after another.
+        let first = dst.cast::<Level<I>>();
+        for level in 0..LEVELS {
+            // SAFETY: inside `*dst` (the caller's contract), aligned as
+            // the array is.
+            unsafe { first.add(level).write(Level::new()) };
+        }
     }
 }

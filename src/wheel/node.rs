@@ -6,6 +6,9 @@
 //! keep bucket heads and tails: each of them imports these definitions from
 //! here, so none of them imports another for them.
 
+use super::hierarchy::LEVELS;
+use super::level::{InlineLevels, Level, LevelStore};
+
 /// The "no entry" link value of stores addressed by `u32` index.
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -20,15 +23,19 @@ pub(crate) const UNLINKED: u16 = u16::MAX;
 pub(crate) trait EntryId: Copy + Eq {
     /// The value that names no entry (end of a list, empty bucket).
     const NIL: Self;
+    /// How a hierarchy of these ids holds its levels (see [`LevelStore`]).
+    type Levels: LevelStore<Self>;
 }
 
 impl EntryId for u32 {
     const NIL: u32 = NIL;
+    type Levels = Box<[Level<u32>; LEVELS]>;
 }
 
 /// An entry's address; null names none.
 impl<T> EntryId for *const T {
     const NIL: *const T = std::ptr::null();
+    type Levels = InlineLevels<*const T>;
 }
 
 /// The wheel's view of one timer entry, linked by `I`.
