@@ -172,6 +172,41 @@ fn a_sleep_dropped_unpolled_arms_nothing_and_a_dropped_one_stops() {
     );
 }
 
+/// A sleep dropped on its shard's owner frees its slot without a new
+/// generation, as the owner's spare for its next START (its id never left
+/// the sleep); every timer whose id was handed out still ends with a new
+/// one. So, with sleeps dropped between them, the STARTs of public timers
+/// (which the spare serves) never hand out an id twice: a public timer
+/// freed like a sleep's would give its next START the same id, which a
+/// stale copy would then stop.
+#[test]
+fn sleeps_dropped_on_the_owner_never_make_a_public_id_come_back() {
+    let (service, mut guard, _clock) = manual();
+    let (waker, _) = unpark_waker();
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..5_000 {
+        let mut sleep = service.sleep(Duration::from_secs(5));
+        assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+        drop(sleep);
+        // Takes the spare the sleep left.
+        let timer = service.start(Duration::from_secs(5), |_| {}).unwrap();
+        let id = timer.id();
+        assert!(seen.insert(id), "round {round}: id {id:?} handed out twice");
+        if round % 2 == 0 {
+            assert_eq!(timer.cancel(), tickwheel::Stop::Cancelled);
+        } else {
+            drop(timer);
+        }
+        // A stale id stops nothing.
+        assert_eq!(service.stop_id(id), tickwheel::Stop::Inactive);
+        if round % 64 == 0 {
+            guard.poll().unwrap();
+        }
+    }
+    guard.poll().unwrap();
+    assert_eq!(service.stats().armed, 0);
+}
+
 #[test]
 fn the_owner_fires_wakes_the_task_and_the_sleep_completes() {
     let (service, mut guard, clock) = manual();

@@ -287,3 +287,56 @@ fn panicking_capture_drops_on_an_owner_cancel_and_at_shutdown() {
     rx.recv_timeout(PATIENCE).expect("shutdown hung");
     assert_eq!(service.stats().panics, 2);
 }
+
+/// A waker whose clones panic when dropped while `PANIC_ON_DROP` is set.
+static PANIC_ON_DROP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn bomb_waker() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn clone(data: *const ()) -> RawWaker {
+        RawWaker::new(data, &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    fn drop(_: *const ()) {
+        if PANIC_ON_DROP.load(SeqCst) {
+            panic!("waker drop");
+        }
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, drop);
+    // SAFETY: the vtable's functions touch no data.
+    unsafe { std::task::Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+/// A sleep dropped on its shard's owner frees its slot in the same
+/// generation (its id never left the sleep) for the owner's next START.
+/// When the drop of the waker it holds panics, the report hands the id
+/// out: the slot must then take a new generation, so that the next timer
+/// gets another id and the reported one stops nothing.
+#[test]
+fn a_sleep_whose_waker_panics_on_drop_leaves_its_reported_id_stale() {
+    use std::future::Future;
+    let clock = ManualClock::new();
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    let record = reported.clone();
+    let service = common::builder(1, &clock)
+        .panic_hook(move |report| record.lock().unwrap().push(report.timer))
+        .build()
+        .unwrap();
+    let mut guard = service.claim_shard(0).unwrap();
+    let waker = bomb_waker();
+    let mut sleep = service.sleep(HOUR);
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    PANIC_ON_DROP.store(true, SeqCst);
+    drop(sleep);
+    PANIC_ON_DROP.store(false, SeqCst);
+    assert_eq!(service.stats().panics, 1);
+    let id = reported.lock().unwrap()[0];
+    let timer = service.start(HOUR, |_| {}).unwrap();
+    assert_ne!(timer.id(), id, "the reported id names the next timer");
+    assert_eq!(service.stop_id(id), Stop::Inactive);
+    assert!(timer.is_armed());
+    drop(timer);
+    guard.poll().unwrap();
+    assert_eq!(guard.armed(), 0);
+}

@@ -66,6 +66,7 @@ impl TimerService {
     /// A future that completes once `duration` has passed from now (never
     /// earlier; at the first tick boundary at or after it when the shard's
     /// owner keeps up). See [`Sleep`].
+    #[inline]
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let service = self.service_ref();
         let deadline = service.deadline_nanos_after(duration);

@@ -3,7 +3,7 @@
 //!
 //! # Who owns what
 //!
-//! * The future owns its [`Timer`] handle: dropping the future drops the
+//! * The future owns its [`Timer`](crate::Timer) handle: dropping the future drops the
 //!   handle, which stops the timer (a STOP: one CAS from any thread).
 //!   Before its first poll it holds a counted reference to the service
 //!   (`ServiceRef`, counted per shard as a `Timer` handle is): like a
@@ -55,8 +55,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::service::ServiceRef;
-use crate::{Expiry, Stop, Timer, TimerError};
+use crate::service::{LocatedTimer, ServiceRef};
+use crate::{Expiry, Stop, TimerError};
 
 /// A future that completes once its deadline has passed: see
 /// [`TimerService::sleep`](crate::TimerService::sleep).
@@ -82,7 +82,9 @@ pub struct Sleep {
 }
 
 struct Armed {
-    timer: Timer,
+    /// The handle, which keeps the timer's slot: a sleep dropped before it
+    /// fires (the common timeout) skips the id's lookup in the arena.
+    timer: LocatedTimer,
     /// The waker the timer's callback wakes, by identity: its data and
     /// vtable addresses (see the module docs for why comparing them is
     /// sound).
@@ -107,7 +109,7 @@ fn identity(waker: &Waker) -> (usize, usize) {
 impl Armed {
     /// `timer`, armed for `deadline`, whose callback wakes `waker` (made
     /// by [`waking`]).
-    fn new(timer: Result<Timer, TimerError>, waker: &Waker, deadline: u64) -> Self {
+    fn new(timer: Result<LocatedTimer, TimerError>, waker: &Waker, deadline: u64) -> Self {
         Armed {
             timer: timer.unwrap_or_else(|error| panic!("tickwheel: Sleep polled: {error}")),
             waker: identity(waker),
@@ -122,7 +124,7 @@ impl Armed {
 
     /// RESTARTs the timer for `deadline`.
     fn restart(&mut self, deadline: u64) {
-        if let Err(error) = self.timer.restart_at_nanos(deadline) {
+        if let Err(error) = self.timer.timer().restart_at_nanos(deadline) {
             panic!("tickwheel: Sleep::reset: {error}");
         }
         self.armed_at = deadline;
@@ -222,7 +224,7 @@ impl Future for Sleep {
                 return Poll::Pending;
             }
             // The STOP decides the race with the fire (module docs).
-            match armed.timer.stop() {
+            match armed.timer.timer().stop() {
                 Stop::Cancelled | Stop::Inactive => {
                     this.replace(cx.waker());
                     return Poll::Pending;

@@ -306,23 +306,6 @@ const _: () = assert!(size_of::<Callback>() == WORDS * 8 && align_of::<Callback>
 // bytes, so `move_into` may write one as the other.
 const _: () = assert!(size_of::<Option<Callback>>() == size_of::<Callback>());
 
-/// Ends the callback kept in `cell`, leaving `None`: one whose captures
-/// need no drop ends right here (no user code runs); one that needs a drop
-/// is handed back for the caller to drop where a panic is caught
-/// (`shard::drop_callback`). Not moving a callback that needs no drop out of
-/// its slot spares the START + cancel path a 24-byte copy through the stack,
-/// which stalled on store forwarding in `Shard::recycle`
-/// (`examples/owner_ops.rs start-cancel` under `perf`).
-#[inline]
-pub(crate) fn take_to_drop(cell: &mut Option<Callback>) -> Option<Callback> {
-    // SAFETY: the cell is overwritten next, before anything reads it.
-    let previous = unsafe { read_out_to_drop(cell) };
-    // SAFETY: what the cell held is in `previous` or needs no drop, so
-    // overwriting it drops nothing that needed dropping.
-    unsafe { std::ptr::write(cell, None) };
-    previous
-}
-
 /// The callback in `cell`, read out, if ending it runs code (a drop); `None`
 /// if it needs no drop (or there is none), whose end is then the
 /// overwriting of its bytes.
@@ -337,6 +320,44 @@ unsafe fn read_out_to_drop(cell: &Option<Callback>) -> Option<Callback> {
         Some(callback) if callback.needs_drop() => Some(unsafe { std::ptr::read(callback) }),
         _ => None,
     }
+}
+
+/// Ends the callback kept in `cell`, leaving `None`: one whose captures
+/// need no drop ends right here (no user code runs, `false`); one that
+/// needs a drop is moved to `to` (`true`), a place of the caller's where it
+/// is dropped with panics caught (`shard::drop_captures_at`) and never
+/// moved out of.
+///
+/// Moved one word at a time, as [`Callback::copy_words`] stored it, often
+/// just before (a START and its cancel): a load wider than those stores
+/// waits for them to reach the cache instead of taking their values from
+/// the store buffer, and the compiler's own moves of a callback (from the
+/// cell to a local, from the local to an argument) load 16 bytes across
+/// 8-byte stores. `owner_ops sleep-poll-drop` under `perf`: before this,
+/// two such loads took two fifths of the cancel's samples.
+///
+/// # Safety
+/// `to` is valid for writing a `Callback`; when this returns `true` the
+/// caller drops it there exactly once.
+#[inline(always)]
+pub(crate) unsafe fn take_to_drop_into(cell: &mut Option<Callback>, to: *mut Callback) -> bool {
+    if !cell.as_ref().is_some_and(Callback::needs_drop) {
+        // Nothing to run: overwriting the bytes ends it.
+        // SAFETY: a callback that needs no drop may be forgotten.
+        unsafe { std::ptr::write(cell, None) };
+        return false;
+    }
+    let from = (cell as *const Option<Callback>).cast::<MaybeUninit<u64>>();
+    let to = to.cast::<MaybeUninit<u64>>();
+    for word in 0..WORDS {
+        // SAFETY: both are `WORDS` words, aligned to 8 (the assertions by
+        // `WORDS`; `Some(callback)` has the callback's bytes); bytes are
+        // copied as they are (`MaybeUninit`). The value now lives in `to`.
+        unsafe { to.add(word).write_volatile(from.add(word).read_volatile()) };
+    }
+    // SAFETY: the callback's bytes belong to `to` now.
+    unsafe { std::ptr::write(cell, None) };
+    true
 }
 
 impl Drop for Callback {

@@ -120,8 +120,8 @@ use config::Config;
 use remote::{Arm, Message};
 use shard::Shard;
 use state::{Word, ARMED, CANCELLED, FIRED, FRESH, HALTED, HANDLE, QUEUED, RUNNING};
-pub(crate) use timer::ServiceRef;
 use timer::When;
+pub(crate) use timer::{LocatedTimer, ServiceRef};
 
 #[cfg(any(loom, shuttle))]
 use crate::sync::thread_local;
@@ -312,7 +312,7 @@ impl TimerService {
         // The shard `plan_after` chose is this thread's counting shard.
         let shard = arming.shard;
         let callback = callback::new(callback, 0, false);
-        let id = self.inner.arm(arming, callback);
+        let (id, _) = self.inner.arm(arming, callback);
         Ok(Timer::new(&self.inner, id, shard))
     }
 
@@ -347,6 +347,7 @@ impl TimerService {
     /// A counted reference to this service for a future
     /// (`crate::future`), without the two shared `Arc` counts a clone of
     /// `TimerService` moves (see [`ServiceRef`]).
+    #[inline]
     pub(crate) fn service_ref(&self) -> ServiceRef {
         ServiceRef::new(&self.inner)
     }
@@ -531,6 +532,13 @@ impl Inner {
         // service for a slot `alloc` gave out, and segments live as long as
         // the service (which the handle keeps alive).
         let slot = unsafe { self.arena.get_allocated(id.index()) };
+        self.held_at(slot, id)
+    }
+
+    /// [`held`](Self::held) for a handle that kept its slot
+    /// ([`LocatedTimer`]): no lookup at all.
+    #[inline]
+    fn held_at<'s>(&self, slot: &'s Slot, id: TimerId) -> Option<(&'s Slot, Word)> {
         let word = slot.load(Ordering::Acquire);
         self.addressable(id, word).then_some((slot, word))
     }
@@ -606,10 +614,12 @@ impl Inner {
         Ok(unsafe { target.linked_deadline(slot, word) })
     }
 
-    /// `true` when the held timer `id`'s word says its last arming fired.
+    /// `true` when the held timer `id`'s word (in `slot`, which the handle
+    /// kept) says its last arming fired.
     #[inline]
-    pub(crate) fn has_fired(&self, id: TimerId) -> bool {
-        self.held(id).is_some_and(|(_, word)| word.arm() == FIRED)
+    pub(crate) fn has_fired_at(&self, slot: &Slot, id: TimerId) -> bool {
+        self.held_at(slot, id)
+            .is_some_and(|(_, word)| word.arm() == FIRED)
     }
 
     pub(crate) fn is_armed(&self, id: TimerId) -> bool {

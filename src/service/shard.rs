@@ -132,6 +132,10 @@ struct ShardCore {
     /// service-wide free list, a cache line every shard would share. First
     /// in, first out, and never drained below `ROTATION` (see there).
     free_slots: VecDeque<FreeSlot>,
+    /// A slot whose last timer's id never left its handle, freed without
+    /// a new generation, for this owner's next START before `free_slots`
+    /// (see "The spare" in `shard/free.rs`).
+    spare: Option<FreeSlot>,
     /// How many free slots this owner keeps before it spills (see
     /// `LOCAL_FREE_MAX`), and whether it spilled since its own STARTs last
     /// ran out.
@@ -229,6 +233,7 @@ impl Shard {
                 linked: 0,
                 pending: NIL,
                 free_slots: VecDeque::new(),
+                spare: None,
                 free_cap: free::LOCAL_FREE_MIN,
                 spilled: false,
                 backlog: NIL,
@@ -673,19 +678,28 @@ impl Shard {
     /// hold the slot then: a pending START or RESTART message names the old
     /// generation and is ignored once the slot is freed).
     ///
+    /// `private`: the timer's id never left its handle (a sleep's: see "The
+    /// spare" in `shard/free.rs`), so the slot is freed in the same
+    /// generation and may become this owner's spare.
+    ///
     /// # Safety
     /// The caller owns the shard and holds no reference into its core;
     /// `slot` is slot `index` of this shard.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn cancel_owned(
         &self,
         inner: &Inner,
         slot: &Slot,
         index: u32,
         word: Word,
+        private: bool,
     ) -> bool {
         debug_assert!(word.is_armed() && !word.is(RUNNING) && !word.is(QUEUED));
-        let freed = Word::free(super::state::next_gen(word.gen()));
+        let freed = if private {
+            Word::free(word.gen())
+        } else {
+            Word::free(super::state::next_gen(word.gen()))
+        };
         if slot.cas(word, freed).is_err() {
             return false;
         }
@@ -701,7 +715,11 @@ impl Shard {
             } else if is_linked(slot) {
                 self.unlink(inner, slot, index);
             }
-            self.recycle(inner, slot, index, word.gen());
+            if private {
+                self.recycle_private(inner, slot, index, word.gen());
+            } else {
+                self.recycle(inner, slot, index, word.gen());
+            }
         }
         true
     }
@@ -804,15 +822,36 @@ pub(crate) fn drop_callback(inner: &Inner, callback: Option<Callback>, id: Timer
     if !callback.needs_drop() {
         return;
     }
-    drop_captures(inner, callback, id, shard);
+    let mut callback = std::mem::ManuallyDrop::new(callback);
+    // SAFETY: `callback` is not dropped or used after.
+    unsafe { drop_captures_at(inner, &mut *callback, id, shard) };
 }
 
-/// [`drop_callback`] for captures that need dropping: out of line, so
-/// that the common callback that needs none costs its caller a test.
+/// [`drop_callback`] for captures that need dropping, dropped where they
+/// lie (see `callback::take_to_drop_into`): out of line, so that the
+/// common callback that needs none costs its caller a test.
+///
+/// Returns `true` if the drop panicked (the panic was reported with `id`).
+///
+/// # Safety
+/// `callback` is a live callback that nothing drops or uses after.
 #[inline(never)]
-fn drop_captures(inner: &Inner, callback: Callback, id: TimerId, shard: usize) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(callback))) {
-        report_panic(inner, id, shard, PanicSite::Drop, payload);
+pub(crate) unsafe fn drop_captures_at(
+    inner: &Inner,
+    callback: *mut Callback,
+    id: TimerId,
+    shard: usize,
+) -> bool {
+    // SAFETY: the caller's contract.
+    let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
+        std::ptr::drop_in_place(callback)
+    }));
+    match dropped {
+        Ok(()) => false,
+        Err(payload) => {
+            report_panic(inner, id, shard, PanicSite::Drop, payload);
+            true
+        }
     }
 }
 

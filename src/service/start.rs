@@ -105,7 +105,7 @@ impl Inner {
     {
         let arming = self.plan(&spec)?;
         let callback = callback::new(callback, arming.period, spec.burst);
-        Ok(self.arm(arming, callback))
+        Ok(self.arm(arming, callback).0)
     }
 
     /// [`plan`](Self::plan) for `TimerSpec::after(delay)`: the same checks
@@ -133,21 +133,24 @@ impl Inner {
 
     /// START of a one-shot timer due at `nanos` on the service clock
     /// (rounded up to its tick), on the caller's shard: `start` without a
-    /// clock read (`ServiceRef::start_at_nanos`). Returns the timer and the
-    /// shard its handle is to be counted on.
+    /// clock read (`ServiceRef::start_at_nanos`). Returns the timer, the
+    /// shard its handle is to be counted on, and its slot (which a sleep
+    /// keeps, to skip the id's lookup when it is dropped: see
+    /// `future/sleep.rs`).
     #[inline]
     pub(crate) fn start_at_nanos<F>(
         &self,
         nanos: u64,
         callback: F,
-    ) -> Result<(TimerId, usize), TimerError>
+    ) -> Result<(TimerId, usize, &Slot), TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
         let arming = self.plan_at_nanos(nanos)?;
         let shard = arming.shard;
         let callback = callback::new(callback, 0, false);
-        Ok((self.arm(arming, callback), shard))
+        let (id, slot) = self.arm(arming, callback);
+        Ok((id, shard, slot))
     }
 
     /// `delay` from now on the service's clock, in nanoseconds since its
@@ -232,7 +235,7 @@ impl Inner {
     /// about 7 % longer: `farm-bench` on `examples/owner_ops.rs
     /// start-cancel`).
     #[inline(always)]
-    pub(super) fn arm(&self, arming: Arming, callback: arena::Callback) -> TimerId {
+    pub(super) fn arm(&self, arming: Arming, callback: arena::Callback) -> (TimerId, &Slot) {
         // Handed on by reference and moved once, into its slot (see
         // `Callback::move_into`).
         let mut callback = ManuallyDrop::new(callback);
@@ -271,7 +274,7 @@ impl Inner {
             let arm = message.arm.expect("a START arms");
             target.start_owned(self, slot, message.index, arm);
         }
-        TimerId::new(message.index, message.gen, self.tag)
+        (TimerId::new(message.index, message.gen, self.tag), slot)
     }
 
     /// [`arm`](Self::arm) from a thread that does not own the shard: out of
@@ -298,12 +301,12 @@ impl Inner {
         deadline: u64,
         rounding: u8,
         callback: &mut ManuallyDrop<arena::Callback>,
-    ) -> TimerId {
+    ) -> (TimerId, &Slot) {
         self.shards[shard].note_activity();
         // SAFETY: forwarded: `revive` consumes the callback when it returns
         // an id, and leaves it alone otherwise.
-        if let Some(id) = unsafe { self.revive(shard, deadline, rounding, callback) } {
-            return id;
+        if let Some(revived) = unsafe { self.revive(shard, deadline, rounding, callback) } {
+            return revived;
         }
         let index = self.alloc_slot();
         // SAFETY: `alloc_slot` handed it out just now.
@@ -312,7 +315,7 @@ impl Inner {
         let message =
             unsafe { self.publish(index, slot, (shard, deadline, rounding), callback, true) };
         self.queue(shard, message, true);
-        TimerId::new(message.index, message.gen, self.tag)
+        (TimerId::new(message.index, message.gen, self.tag), slot)
     }
 
     /// A START from a thread that owns no shard, in the slot of its own
@@ -350,7 +353,7 @@ impl Inner {
         deadline: u64,
         rounding: u8,
         callback: &mut ManuallyDrop<arena::Callback>,
-    ) -> Option<TimerId> {
+    ) -> Option<(TimerId, &Slot)> {
         let (service, index, word) = REVIVABLE.with(|r| r.get());
         if service != self.address() {
             return None;
@@ -408,7 +411,7 @@ impl Inner {
             TimerId::new(index, old.gen(), self.tag),
             shard,
         );
-        Some(TimerId::new(index, armed.gen(), self.tag))
+        Some((TimerId::new(index, armed.gen(), self.tag), slot))
     }
 
     /// Fills free slot `index` (`slot`; just taken from a free list or

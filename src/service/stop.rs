@@ -183,7 +183,7 @@ impl Inner {
     /// the C ABI, checked as any id is (`live`).
     #[cfg(feature = "capi")]
     pub(crate) fn release(&self, id: TimerId) {
-        self.cancel_from(id, self.live(id));
+        self.cancel_from(id, self.live(id), false);
     }
 
     /// `release` from a [`Timer`] handle (see `held`).
@@ -195,13 +195,20 @@ impl Inner {
     /// STOP and RELEASE in one transition ([`Timer::cancel`]): what `stop`
     /// would have returned, with the handle given up by the same CAS.
     pub(crate) fn cancel_held(&self, id: TimerId) -> Stop {
-        self.cancel_from(id, self.held(id))
+        self.cancel_from(id, self.held(id), false)
+    }
+
+    /// [`cancel_held`](Self::cancel_held) for a handle that kept its slot
+    /// (`slot` is `id`'s: [`LocatedTimer`]).
+    pub(crate) fn cancel_held_at(&self, slot: &Slot, id: TimerId) -> Stop {
+        self.cancel_from(id, self.held_at(slot, id), true)
     }
 
     /// STOP and RELEASE of `id`, whose slot and word `live` or `held` found
-    /// (`None`: stale).
+    /// (`None`: stale). `private`: the id never left its handle (see
+    /// `Shard::cancel_owned`).
     #[inline(always)]
-    fn cancel_from(&self, id: TimerId, found: Option<(&Slot, Word)>) -> Stop {
+    fn cancel_from(&self, id: TimerId, found: Option<(&Slot, Word)>, private: bool) -> Stop {
         // The owner cancelling its own armed timer: freed by one CAS
         // (`Shard::cancel_owned`).
         if let Some((slot, word)) = found {
@@ -215,7 +222,9 @@ impl Inner {
                     // incarnation, and the CAS inside fails if that
                     // changed).
                     if !word.is(QUEUED)
-                        && unsafe { self.shards[shard].cancel_owned(self, slot, id.index(), word) }
+                        && unsafe {
+                            self.shards[shard].cancel_owned(self, slot, id.index(), word, private)
+                        }
                     {
                         return Stop::Cancelled;
                     }

@@ -335,14 +335,6 @@ impl Timer {
         ))
     }
 
-    /// `true` once the timer's last arming has fired (its callback may
-    /// still be running): until a RESTART re-arms it (a sleep's poll,
-    /// `future/sleep.rs`).
-    #[inline]
-    pub(crate) fn has_fired(&self) -> bool {
-        self.inner().has_fired(self.id)
-    }
-
     /// `true` while the timer is armed.
     pub fn is_armed(&self) -> bool {
         self.inner().is_armed(self.id)
@@ -363,6 +355,70 @@ impl Drop for Timer {
     fn drop(&mut self) {
         self.inner().release_held(self.id);
         self.uncount();
+    }
+}
+
+/// A [`Timer`] handle that also keeps its timer's slot, for a
+/// [`Sleep`](crate::future::Sleep): dropping it (a STOP and RELEASE) and asking
+/// whether it fired skip the id's lookup in the arena, two dependent
+/// loads (`owner_ops sleep-poll-drop`: a sleep is made, polled and
+/// dropped in about 400 instructions, and those loads were a fifth of the
+/// cancel's samples under `perf`). Only the futures keep one: a `Timer`
+/// stays two words, as the memory per armed timer counts its handle
+/// (`benches/memory.rs`).
+pub(crate) struct LocatedTimer {
+    timer: std::mem::ManuallyDrop<Timer>,
+    /// The slot of `timer`'s id: slots live as long as the service's
+    /// memory, which the handle keeps.
+    slot: std::ptr::NonNull<super::arena::Slot>,
+}
+
+// SAFETY: a `Timer` plus the address of its slot, which only `&Inner`'s
+// methods read (they are `Sync`).
+unsafe impl Send for LocatedTimer {}
+// SAFETY: as above.
+unsafe impl Sync for LocatedTimer {}
+
+impl LocatedTimer {
+    #[inline]
+    fn new(timer: Timer, slot: &super::arena::Slot) -> Self {
+        LocatedTimer {
+            timer: std::mem::ManuallyDrop::new(timer),
+            slot: std::ptr::NonNull::from(slot),
+        }
+    }
+
+    #[inline]
+    fn slot(&self) -> &super::arena::Slot {
+        // SAFETY: the handle keeps the service's memory, and with it the
+        // slot (see the field).
+        unsafe { self.slot.as_ref() }
+    }
+
+    /// The handle, for what needs no shortcut.
+    #[inline]
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
+    /// `true` once the timer's last arming has fired (its callback may
+    /// still be running): until a RESTART re-arms it (a sleep's poll,
+    /// `future/sleep.rs`).
+    #[inline]
+    pub(crate) fn has_fired(&self) -> bool {
+        self.timer.inner().has_fired_at(self.slot(), self.timer.id)
+    }
+}
+
+impl Drop for LocatedTimer {
+    /// What dropping the `Timer` does, with the slot known.
+    #[inline]
+    fn drop(&mut self) {
+        self.timer
+            .inner()
+            .cancel_held_at(self.slot(), self.timer.id);
+        // Released: only the count is left, without `Timer`'s own `Drop`.
+        self.timer.uncount();
     }
 }
 
@@ -481,28 +537,34 @@ impl ServiceRef {
         &self,
         nanos: u64,
         callback: F,
-    ) -> Result<Timer, TimerError>
+    ) -> Result<LocatedTimer, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        let (id, _) = self.inner().start_at_nanos(nanos, callback)?;
-        Ok(Timer {
+        let (id, _, slot) = self.inner().start_at_nanos(nanos, callback)?;
+        let timer = Timer {
             inner: self.inner,
             id,
-        })
+        };
+        Ok(LocatedTimer::new(timer, slot))
     }
 
     /// START of a one-shot timer due at `nanos` on the service clock, with
     /// a handle counted as any other (a sleep replacing its timer).
-    pub(crate) fn start_at_nanos<F>(&self, nanos: u64, callback: F) -> Result<Timer, TimerError>
+    pub(crate) fn start_at_nanos<F>(
+        &self,
+        nanos: u64,
+        callback: F,
+    ) -> Result<LocatedTimer, TimerError>
     where
         F: FnMut(&mut Expiry<'_>) + Send + 'static,
     {
-        let (id, shard) = self.inner().start_at_nanos(nanos, callback)?;
-        Ok(Timer {
+        let (id, shard, slot) = self.inner().start_at_nanos(nanos, callback)?;
+        let timer = Timer {
             inner: count(self.inner, shard),
             id,
-        })
+        };
+        Ok(LocatedTimer::new(timer, slot))
     }
 
     /// A timer from `spec`, as `TimerService::schedule`.
