@@ -252,7 +252,8 @@ const LINE_SLOTS: usize = 1;
 /// line however they are handed out. (With slots handed out one by one
 /// when slots were 40 bytes, two owners' first timers shared a line and
 /// every START and STOP of each bounced it between the cores: 154-169
-/// against 108-112 ns per START + cancel at two workers, BENCHMARKS.md.)
+/// against 108-112 ns per START + cancel at two workers, measured then
+/// with `benches/service_vs_tokio.rs`.)
 /// Groups still pay: a group is aligned to 128 bytes, so two owners' slots
 /// are not on the two lines of one 128-byte pair either, which CPUs that
 /// prefetch lines in pairs would also bounce (the reason `CachePadded` pads
