@@ -967,16 +967,98 @@ impl<I: EntryId> Hierarchy<I> {
     }
 
     /// [`pop_due`](Self::pop_due) when level 0 has nothing at or after
-    /// `now`: the walk over the levels and the cascades. Left to the
-    /// compiler to inline: out of line, an idle advance (nothing due for an
-    /// hour) pays a second call frame, a large share of its small cost
-    /// (`benches/wheel.rs`, `advance_idle`).
+    /// `now`: the earliest bucket is above level 0, if any. Left to the
+    /// compiler to inline, and small: it settles an idle advance (nothing
+    /// due by the target; out of line, a second call frame was a large share
+    /// of its small cost: `benches/wheel.rs`, `advance_idle`) and a lone
+    /// timer popped straight from its bucket (see `pop_alone`), the most
+    /// common pop of a sparse wheel (`examples/fill_expire.rs` at 1,000
+    /// timers pops over a third of its timers that way). A bucket of more
+    /// goes out of line, to [`pop_not_alone`](Self::pop_not_alone), so
+    /// that the lone pop needs no call frame where this is out of line:
+    /// with the whole walk here, the embedded wheel's advance called it out
+    /// of line for every pop from a higher bucket, and its frame (six
+    /// registers saved and restored) was about a quarter of its
+    /// instructions, while inlining all of it into that advance cost
+    /// Ratas' workload (`benches/ratas_embedded.rs`) 2.5 % more
+    /// instructions.
     #[inline]
     fn pop_due_slow<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
-        // Level 0 holds nothing at or after `now` here (checked by
-        // `pop_due`), so the walk starts right away; after a step the due
-        // bucket is checked again.
+        if let Some((level, slot)) = self.next_bucket_above_0() {
+            let start = self.bucket_start(level, slot);
+            if start <= target {
+                let index = self.levels[level].head[slot];
+                if index == self.levels[level].tail[slot] {
+                    let node = nodes.node(index);
+                    if node.deadline <= target && node.deadline <= bucket_last(start, level) {
+                        self.pop_lone(nodes, level, slot, index, node);
+                        return Some(index);
+                    }
+                }
+                return self.pop_not_alone(nodes, level, slot, start, target);
+            }
+        }
+        if target > self.now {
+            self.move_now(target);
+        }
+        None
+    }
+
+    /// [`pop_due_slow`](Self::pop_due_slow) when the earliest bucket, `slot`
+    /// on `level > 0` (first tick `start`, due by `target`), holds more
+    /// than one entry or one that lies past it: pops the earlier of two
+    /// (`pop_earlier_of_two`), else cascades the bucket and walks on
+    /// ([`pop_due_cascading`](Self::pop_due_cascading)).
+    #[inline(never)]
+    fn pop_not_alone<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+    ) -> Option<I> {
+        let index = self.levels[level].head[slot];
+        let tail = self.levels[level].tail[slot];
+        if index != tail {
+            let node = nodes.node(index);
+            if node.next == tail {
+                if let Some(index) =
+                    self.pop_earlier_of_two(nodes, level, slot, start, target, node)
+                {
+                    return Some(index);
+                }
+            }
+        }
+        self.pop_due_cascading(nodes, level, slot, start, target)
+    }
+
+    /// The rest of [`pop_due_slow`](Self::pop_due_slow) when the earliest
+    /// bucket, `slot` on `level > 0` (first tick `start`, due by `target`),
+    /// must cascade: cascades it, then walks on as `pop_due` would (the due
+    /// bucket first, then the next bucket, cascading as needed). Inlined
+    /// into its one caller, which is out of line: one call frame for a
+    /// cascading pop, as before that caller was split off.
+    #[inline(always)]
+    fn pop_due_cascading<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+    ) -> Option<I> {
+        self.move_now(start);
+        self.cascade(nodes, level, slot);
         loop {
+            let due_slot = (self.now & SLOT_MASK) as usize;
+            if self.levels[0].is_occupied(due_slot) {
+                if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
+                    // Entries cascaded out of arming order (see `cascade`).
+                    self.sort_bucket(nodes, 0, due_slot);
+                }
+                return Some(self.pop_head_due(nodes, due_slot));
+            }
             match self.next_bucket() {
                 Some((level, slot)) if self.bucket_start(level, slot) <= target => {
                     let start = self.bucket_start(level, slot);
@@ -996,14 +1078,6 @@ impl<I: EntryId> Hierarchy<I> {
                     }
                     return None;
                 }
-            }
-            let due_slot = (self.now & SLOT_MASK) as usize;
-            if self.levels[0].is_occupied(due_slot) {
-                if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
-                    // Entries cascaded out of arming order (see `cascade`).
-                    self.sort_bucket(nodes, 0, due_slot);
-                }
-                return Some(self.pop_head_due(nodes, due_slot));
             }
         }
     }
@@ -1062,12 +1136,27 @@ impl<I: EntryId> Hierarchy<I> {
         if node.deadline > target || node.deadline > bucket_last(start, level) {
             return None;
         }
+        self.pop_lone(nodes, level, slot, index, node);
+        Some(index)
+    }
+
+    /// Pops `index` (whose node is `node`), the only entry of bucket `slot`
+    /// on `level > 0`, the earliest bucket, due inside it: moves `now` to
+    /// its deadline (see [`pop_alone`](Self::pop_alone)).
+    #[inline(always)]
+    fn pop_lone<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        index: I,
+        node: Node<I>,
+    ) {
         self.move_now(node.deadline);
         // `unlink` for the only entry of a bucket: it empties the bucket.
         self.empty_bucket(level, slot);
         mark_unlinked(nodes, index, node);
         self.earliest.forget_if(node.deadline);
-        Some(index)
     }
 
     /// Marks bucket `slot` of `level` (above 0) empty (its entries were
@@ -1098,7 +1187,8 @@ impl<I: EntryId> Hierarchy<I> {
     /// bucket it lands in was empty (the levels below were), so level 0
     /// stays in arming order.
     /// `tests::a_bucket_of_two_pops_its_earliest_timer_first` checks it.
-    #[inline(never)]
+    /// Inlined into its callers, which are out of line themselves.
+    #[inline(always)]
     fn pop_earlier_of_two<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
@@ -1153,6 +1243,25 @@ impl<I: EntryId> Hierarchy<I> {
                 return Some((0, current));
             }
             if let Some(slot) = level.next_occupied_after(current) {
+                return Some((level_no, slot));
+            }
+            debug_assert!(
+                false,
+                "occupied bucket at or behind the cursor on level {level_no}"
+            );
+        }
+        None
+    }
+
+    /// [`next_bucket`](Self::next_bucket) when level 0 is known to be empty
+    /// from `now` on: the search starts at level 1.
+    #[inline(always)]
+    fn next_bucket_above_0(&self) -> Option<(usize, usize)> {
+        for (level_no, level) in self.levels.iter().enumerate().skip(1) {
+            if !level.occupied.any() {
+                continue;
+            }
+            if let Some(slot) = level.next_occupied_after(digit(self.now, level_no)) {
                 return Some((level_no, slot));
             }
             debug_assert!(
