@@ -1217,7 +1217,28 @@ impl<I: EntryId> Hierarchy<I> {
         }
         self.move_now(best_node.deadline);
         self.empty_bucket(level, slot);
-        self.place(nodes, other, other_node.deadline, None);
+        if level == 1 && other_node.deadline ^ self.now <= SLOT_MASK {
+            // From level 1 the other lands on level 0, in the slot of its
+            // deadline, a bucket that is empty (level 0 was): filed there
+            // directly, without `place`'s level search and tail check.
+            let due_slot = (other_node.deadline & SLOT_MASK) as usize;
+            debug_assert!(!self.levels[0].is_occupied(due_slot));
+            nodes.set_node(
+                other,
+                Node {
+                    deadline: other_node.deadline,
+                    prev: I::NIL,
+                    next: I::NIL,
+                    bucket: due_slot as u16,
+                },
+            );
+            let bucket = &mut self.levels[0];
+            bucket.head[due_slot] = other;
+            bucket.tail[due_slot] = other;
+            bucket.occupied.set(due_slot);
+        } else {
+            self.place(nodes, other, other_node.deadline, None);
+        }
         debug_assert!(!self.levels[0].unsorted.any());
         mark_unlinked(nodes, best, best_node);
         self.earliest.forget_if(best_node.deadline);
