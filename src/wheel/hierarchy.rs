@@ -1318,9 +1318,10 @@ impl<I: EntryId> Hierarchy<I> {
     /// to wait for. (At a million pending timers a one-way cascade, waiting
     /// for its misses one at a time, takes most of the wheel's time:
     /// `benches/sim.rs`, the hold model at 1M.) The
-    /// front half is placed as the walk goes; the back half's indices are
-    /// kept in `back_half` and placed after it, first to last, with their
-    /// loads started ahead: so every target bucket receives the entries in
+    /// front half is placed as the walk goes; the back half after it, first
+    /// to last (a big bucket's from the indices kept in `back_half`, with
+    /// their loads started ahead, its last entries by their links: see
+    /// `cascade_both_ways`): so every target bucket receives the entries in
     /// list order, as a one-way walk would place them (the service's lists,
     /// which keep no arming numbers, rely on that order for same-tick FIFO).
     fn cascade<N: Nodes<Id = I>>(&mut self, nodes: &mut N, level: usize, slot: usize) {
