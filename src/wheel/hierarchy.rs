@@ -153,6 +153,11 @@ const PREFETCH_AHEAD: usize = 8;
 /// long bucket from both ends (see `cascade`).
 const ONE_WAY_FIRST: usize = 16;
 
+/// How many entries of a two-way cascade's back walk, the last ones of the
+/// bucket, are placed by following their links again rather than from a
+/// list of their indices (see `cascade_both_ways`).
+const BACK_BY_LINKS: usize = 64;
+
 /// How many armings may pass between two renumberings of a store whose
 /// arming numbers wrap at 32 bits (see the module docs).
 pub(crate) const RENUMBER_EVERY: u64 = 1 << 30;
@@ -962,16 +967,98 @@ impl<I: EntryId> Hierarchy<I> {
     }
 
     /// [`pop_due`](Self::pop_due) when level 0 has nothing at or after
-    /// `now`: the walk over the levels and the cascades. Left to the
-    /// compiler to inline: out of line, an idle advance (nothing due for an
-    /// hour) pays a second call frame, a large share of its small cost
-    /// (`benches/wheel.rs`, `advance_idle`).
+    /// `now`: the earliest bucket is above level 0, if any. Left to the
+    /// compiler to inline, and small: it settles an idle advance (nothing
+    /// due by the target; out of line, a second call frame was a large share
+    /// of its small cost: `benches/wheel.rs`, `advance_idle`) and a lone
+    /// timer popped straight from its bucket (see `pop_alone`), the most
+    /// common pop of a sparse wheel (`examples/fill_expire.rs` at 1,000
+    /// timers pops over a third of its timers that way). A bucket of more
+    /// goes out of line, to [`pop_not_alone`](Self::pop_not_alone), so
+    /// that the lone pop needs no call frame where this is out of line:
+    /// with the whole walk here, the embedded wheel's advance called it out
+    /// of line for every pop from a higher bucket, and its frame (six
+    /// registers saved and restored) was about a quarter of its
+    /// instructions, while inlining all of it into that advance cost
+    /// Ratas' workload (`benches/ratas_embedded.rs`) 2.5 % more
+    /// instructions.
     #[inline]
     fn pop_due_slow<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
-        // Level 0 holds nothing at or after `now` here (checked by
-        // `pop_due`), so the walk starts right away; after a step the due
-        // bucket is checked again.
+        if let Some((level, slot)) = self.next_bucket_above_0() {
+            let start = self.bucket_start(level, slot);
+            if start <= target {
+                let index = self.levels[level].head[slot];
+                if index == self.levels[level].tail[slot] {
+                    let node = nodes.node(index);
+                    if node.deadline <= target && node.deadline <= bucket_last(start, level) {
+                        self.pop_lone(nodes, level, slot, index, node);
+                        return Some(index);
+                    }
+                }
+                return self.pop_not_alone(nodes, level, slot, start, target);
+            }
+        }
+        if target > self.now {
+            self.move_now(target);
+        }
+        None
+    }
+
+    /// [`pop_due_slow`](Self::pop_due_slow) when the earliest bucket, `slot`
+    /// on `level > 0` (first tick `start`, due by `target`), holds more
+    /// than one entry or one that lies past it: pops the earlier of two
+    /// (`pop_earlier_of_two`), else cascades the bucket and walks on
+    /// ([`pop_due_cascading`](Self::pop_due_cascading)).
+    #[inline(never)]
+    fn pop_not_alone<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+    ) -> Option<I> {
+        let index = self.levels[level].head[slot];
+        let tail = self.levels[level].tail[slot];
+        if index != tail {
+            let node = nodes.node(index);
+            if node.next == tail {
+                if let Some(index) =
+                    self.pop_earlier_of_two(nodes, level, slot, start, target, node)
+                {
+                    return Some(index);
+                }
+            }
+        }
+        self.pop_due_cascading(nodes, level, slot, start, target)
+    }
+
+    /// The rest of [`pop_due_slow`](Self::pop_due_slow) when the earliest
+    /// bucket, `slot` on `level > 0` (first tick `start`, due by `target`),
+    /// must cascade: cascades it, then walks on as `pop_due` would (the due
+    /// bucket first, then the next bucket, cascading as needed). Inlined
+    /// into its one caller, which is out of line: one call frame for a
+    /// cascading pop, as before that caller was split off.
+    #[inline(always)]
+    fn pop_due_cascading<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+    ) -> Option<I> {
+        self.move_now(start);
+        self.cascade(nodes, level, slot);
         loop {
+            let due_slot = (self.now & SLOT_MASK) as usize;
+            if self.levels[0].is_occupied(due_slot) {
+                if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
+                    // Entries cascaded out of arming order (see `cascade`).
+                    self.sort_bucket(nodes, 0, due_slot);
+                }
+                return Some(self.pop_head_due(nodes, due_slot));
+            }
             match self.next_bucket() {
                 Some((level, slot)) if self.bucket_start(level, slot) <= target => {
                     let start = self.bucket_start(level, slot);
@@ -991,14 +1078,6 @@ impl<I: EntryId> Hierarchy<I> {
                     }
                     return None;
                 }
-            }
-            let due_slot = (self.now & SLOT_MASK) as usize;
-            if self.levels[0].is_occupied(due_slot) {
-                if N::ORDERED && self.levels[0].unsorted.test(due_slot) {
-                    // Entries cascaded out of arming order (see `cascade`).
-                    self.sort_bucket(nodes, 0, due_slot);
-                }
-                return Some(self.pop_head_due(nodes, due_slot));
             }
         }
     }
@@ -1057,12 +1136,27 @@ impl<I: EntryId> Hierarchy<I> {
         if node.deadline > target || node.deadline > bucket_last(start, level) {
             return None;
         }
+        self.pop_lone(nodes, level, slot, index, node);
+        Some(index)
+    }
+
+    /// Pops `index` (whose node is `node`), the only entry of bucket `slot`
+    /// on `level > 0`, the earliest bucket, due inside it: moves `now` to
+    /// its deadline (see [`pop_alone`](Self::pop_alone)).
+    #[inline(always)]
+    fn pop_lone<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        index: I,
+        node: Node<I>,
+    ) {
         self.move_now(node.deadline);
         // `unlink` for the only entry of a bucket: it empties the bucket.
         self.empty_bucket(level, slot);
         mark_unlinked(nodes, index, node);
         self.earliest.forget_if(node.deadline);
-        Some(index)
     }
 
     /// Marks bucket `slot` of `level` (above 0) empty (its entries were
@@ -1093,7 +1187,8 @@ impl<I: EntryId> Hierarchy<I> {
     /// bucket it lands in was empty (the levels below were), so level 0
     /// stays in arming order.
     /// `tests::a_bucket_of_two_pops_its_earliest_timer_first` checks it.
-    #[inline(never)]
+    /// Inlined into its callers, which are out of line themselves.
+    #[inline(always)]
     fn pop_earlier_of_two<N: Nodes<Id = I>>(
         &mut self,
         nodes: &mut N,
@@ -1122,7 +1217,28 @@ impl<I: EntryId> Hierarchy<I> {
         }
         self.move_now(best_node.deadline);
         self.empty_bucket(level, slot);
-        self.place(nodes, other, other_node.deadline, None);
+        if level == 1 && other_node.deadline ^ self.now <= SLOT_MASK {
+            // From level 1 the other lands on level 0, in the slot of its
+            // deadline, a bucket that is empty (level 0 was): filed there
+            // directly, without `place`'s level search and tail check.
+            let due_slot = (other_node.deadline & SLOT_MASK) as usize;
+            debug_assert!(!self.levels[0].is_occupied(due_slot));
+            nodes.set_node(
+                other,
+                Node {
+                    deadline: other_node.deadline,
+                    prev: I::NIL,
+                    next: I::NIL,
+                    bucket: due_slot as u16,
+                },
+            );
+            let bucket = &mut self.levels[0];
+            bucket.head[due_slot] = other;
+            bucket.tail[due_slot] = other;
+            bucket.occupied.set(due_slot);
+        } else {
+            self.place(nodes, other, other_node.deadline, None);
+        }
         debug_assert!(!self.levels[0].unsorted.any());
         mark_unlinked(nodes, best, best_node);
         self.earliest.forget_if(best_node.deadline);
@@ -1158,6 +1274,25 @@ impl<I: EntryId> Hierarchy<I> {
         None
     }
 
+    /// [`next_bucket`](Self::next_bucket) when level 0 is known to be empty
+    /// from `now` on: the search starts at level 1.
+    #[inline(always)]
+    fn next_bucket_above_0(&self) -> Option<(usize, usize)> {
+        for (level_no, level) in self.levels.iter().enumerate().skip(1) {
+            if !level.occupied.any() {
+                continue;
+            }
+            if let Some(slot) = level.next_occupied_after(digit(self.now, level_no)) {
+                return Some((level_no, slot));
+            }
+            debug_assert!(
+                false,
+                "occupied bucket at or behind the cursor on level {level_no}"
+            );
+        }
+        None
+    }
+
     /// The first tick covered by `slot` on `level`, in the current block of the
     /// level above.
     #[inline]
@@ -1183,9 +1318,10 @@ impl<I: EntryId> Hierarchy<I> {
     /// to wait for. (At a million pending timers a one-way cascade, waiting
     /// for its misses one at a time, takes most of the wheel's time:
     /// `benches/sim.rs`, the hold model at 1M.) The
-    /// front half is placed as the walk goes; the back half's indices are
-    /// kept in `back_half` and placed after it, first to last, with their
-    /// loads started ahead: so every target bucket receives the entries in
+    /// front half is placed as the walk goes; the back half after it, first
+    /// to last (a big bucket's from the indices kept in `back_half`, with
+    /// their loads started ahead, its last entries by their links: see
+    /// `cascade_both_ways`): so every target bucket receives the entries in
     /// list order, as a one-way walk would place them (the service's lists,
     /// which keep no arming numbers, rely on that order for same-tick FIFO).
     fn cascade<N: Nodes<Id = I>>(&mut self, nodes: &mut N, level: usize, slot: usize) {
@@ -1224,20 +1360,44 @@ impl<I: EntryId> Hierarchy<I> {
 
     /// The rest of a long bucket's [`cascade`](Self::cascade), the list
     /// `front..=back` (not empty), walked from both ends at once: the front
-    /// half is placed as the walk goes, the back half's indices are kept and
-    /// placed after it, first to last. Out of line: the common short
-    /// cascade stays small where it is inlined.
+    /// half is placed as the walk goes, the back half after it, first to
+    /// last. Out of line: the common short cascade stays small where it is
+    /// inlined.
+    ///
+    /// The back half's last [`BACK_BY_LINKS`] entries are placed by
+    /// following their `next` links from the first of them: placing an
+    /// entry rewrites only its own links and its target bucket's tail
+    /// (an entry placed before, or one of another bucket), so the entries
+    /// not placed yet are still linked as they were, up to the bucket's
+    /// old tail, whose `next` ends the list. The back walk has just read
+    /// them, so following the links waits for no miss, and a bucket of up
+    /// to `ONE_WAY_FIRST + 2 * BACK_BY_LINKS` entries keeps no list at all:
+    /// pushing every back index and reading it again cost about a third
+    /// more per entry than a one-way walk (`examples/fill_expire.rs` at
+    /// 1,000 timers, whose level-2 buckets hold about 60, under
+    /// callgrind). Only the back entries before those, in a big bucket
+    /// whose half no longer fits in cache by the time its turn comes, have
+    /// their indices kept in `back_half`, so that their loads can be
+    /// started ahead.
     #[inline(never)]
     fn cascade_both_ways<N: Nodes<Id = I>>(&mut self, nodes: &mut N, front: I, back: I) {
         let mut back_half = std::mem::take(&mut self.back_half);
         let mut walk = BothEnds { front, back };
+        // The first entry (in list order) of the ones placed by their links.
+        let mut by_links = I::NIL;
+        let mut back_steps = 0;
         // `BothEnds` reads both nodes before the front entry is placed
         // (placing rewrites its links); back entries stay untouched until
         // the end.
         while let Some(((index, node), back)) = walk.next(nodes) {
             self.place(nodes, index, node.deadline, None);
             if let Some((index, _)) = back {
-                back_half.push(index);
+                if back_steps < BACK_BY_LINKS {
+                    back_steps += 1;
+                    by_links = index;
+                } else {
+                    back_half.push(index);
+                }
             }
         }
         // The back half was read during the walk, but a big bucket's half
@@ -1249,6 +1409,13 @@ impl<I: EntryId> Hierarchy<I> {
             }
             let deadline = nodes.node(index).deadline;
             self.place(nodes, index, deadline, None);
+        }
+        // Then the last ones, by their links (see above).
+        let mut index = by_links;
+        while index != I::NIL {
+            let node = nodes.node(index);
+            self.place(nodes, index, node.deadline, None);
+            index = node.next;
         }
         back_half.clear();
         // Memory stays proportional to what is armed: a big cascade's

@@ -242,6 +242,7 @@ impl<T> Wheel<T> {
     }
 
     /// Arms a timer due at tick `deadline` (clamped to `now()` if earlier).
+    #[inline]
     pub fn insert_at(&mut self, deadline: u64, value: T) -> TimerKey {
         let deadline = deadline.max(self.now());
         let key = self.slab.insert(value);
