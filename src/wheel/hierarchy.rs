@@ -1018,19 +1018,36 @@ impl<I: EntryId> Hierarchy<I> {
         start: u64,
         target: u64,
     ) -> Option<I> {
-        let index = self.levels[level].head[slot];
-        let tail = self.levels[level].tail[slot];
-        if index != tail {
-            let node = nodes.node(index);
-            if node.next == tail {
-                if let Some(index) =
-                    self.pop_earlier_of_two(nodes, level, slot, start, target, node)
-                {
-                    return Some(index);
-                }
-            }
+        if let Some(index) = self.pop_if_pair(nodes, level, slot, start, target) {
+            return Some(index);
         }
         self.pop_due_cascading(nodes, level, slot, start, target)
+    }
+
+    /// When bucket `slot` on `level > 0`, the earliest bucket (first tick
+    /// `start`, due by `target`), holds exactly two entries: pops the
+    /// earlier if it may be (see [`pop_earlier_of_two`](Self::pop_earlier_of_two)).
+    /// The head's `next` is the tail for two (one load, which a cascade of
+    /// a longer bucket makes anyway).
+    #[inline(always)]
+    fn pop_if_pair<N: Nodes<Id = I>>(
+        &mut self,
+        nodes: &mut N,
+        level: usize,
+        slot: usize,
+        start: u64,
+        target: u64,
+    ) -> Option<I> {
+        let index = self.levels[level].head[slot];
+        let tail = self.levels[level].tail[slot];
+        if index == tail {
+            return None;
+        }
+        let node = nodes.node(index);
+        if node.next != tail {
+            return None;
+        }
+        self.pop_earlier_of_two(nodes, level, slot, start, target, node)
     }
 
     /// The rest of [`pop_due_slow`](Self::pop_due_slow) when the earliest
@@ -1122,15 +1139,8 @@ impl<I: EntryId> Hierarchy<I> {
         target: u64,
     ) -> Option<I> {
         let index = self.levels[level].head[slot];
-        let tail = self.levels[level].tail[slot];
-        if index != tail {
-            // Two entries: the head's next is the tail (one load, which a
-            // cascade of a longer bucket makes anyway).
-            let node = nodes.node(index);
-            if node.next != tail {
-                return None;
-            }
-            return self.pop_earlier_of_two(nodes, level, slot, start, target, node);
+        if index != self.levels[level].tail[slot] {
+            return self.pop_if_pair(nodes, level, slot, start, target);
         }
         let node = nodes.node(index);
         if node.deadline > target || node.deadline > bucket_last(start, level) {
