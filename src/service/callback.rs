@@ -259,16 +259,14 @@ impl Callback {
     /// overwritten without a drop.
     #[inline(always)]
     unsafe fn copy_words(from: &mut ManuallyDrop<Callback>, cell: &mut Option<Callback>) {
-        let from = (&**from as *const Callback).cast::<MaybeUninit<u64>>();
-        let to = (cell as *mut Option<Callback>).cast::<MaybeUninit<u64>>();
-        for word in 0..WORDS {
-            // SAFETY: both are `WORDS` words long and aligned to 8 (the
-            // assertions below), `Some(callback)` has the callback's bytes
-            // (the vtable is the niche that tells `None`), and the bytes
-            // are copied as they are, uninitialised ones and a pointer's
-            // provenance included (`MaybeUninit`). The value now lives in
-            // `cell` alone (the caller's contract).
-            unsafe { to.add(word).write(from.add(word).read_volatile()) };
+        // SAFETY: a callback's place and an `Option<Callback>`'s are both
+        // callback-sized; the value now lives in `cell` alone (the caller's
+        // contract).
+        unsafe {
+            copy_by_words::<false>(
+                (&**from as *const Callback).cast(),
+                (cell as *mut Option<Callback>).cast(),
+            )
         }
     }
 
@@ -305,6 +303,35 @@ const _: () = assert!(size_of::<Callback>() == WORDS * 8 && align_of::<Callback>
 // `None` is the vtable's null: an `Option<Callback>` is a `Callback`'s
 // bytes, so `move_into` may write one as the other.
 const _: () = assert!(size_of::<Option<Callback>>() == size_of::<Callback>());
+
+/// Copies a callback's bytes from `from` to `to`, one word at a time, each
+/// read with a volatile load so that the compiler keeps the loads
+/// word-sized (see [`Callback::move_into`] for why); the stores are
+/// volatile too with `VOLATILE_STORES`. Bytes are copied as they are,
+/// uninitialised ones and a pointer's provenance included (`MaybeUninit`).
+///
+/// # Safety
+/// `from` and `to` are each valid for `WORDS` words (a `Callback` or an
+/// `Option<Callback>`, which have the same bytes: the vtable is the niche
+/// that tells `None`) and aligned to 8 (the assertions by `WORDS`); the
+/// caller decides which of the two places the value lives in afterwards.
+#[inline(always)]
+unsafe fn copy_by_words<const VOLATILE_STORES: bool>(
+    from: *const MaybeUninit<u64>,
+    to: *mut MaybeUninit<u64>,
+) {
+    for word in 0..WORDS {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let value = from.add(word).read_volatile();
+            if VOLATILE_STORES {
+                to.add(word).write_volatile(value);
+            } else {
+                to.add(word).write(value);
+            }
+        }
+    }
+}
 
 /// The callback in `cell`, read out, if ending it runs code (a drop); `None`
 /// if it needs no drop (or there is none), whose end is then the
@@ -347,14 +374,9 @@ pub(crate) unsafe fn take_to_drop_into(cell: &mut Option<Callback>, to: *mut Cal
         unsafe { std::ptr::write(cell, None) };
         return false;
     }
-    let from = (cell as *const Option<Callback>).cast::<MaybeUninit<u64>>();
-    let to = to.cast::<MaybeUninit<u64>>();
-    for word in 0..WORDS {
-        // SAFETY: both are `WORDS` words, aligned to 8 (the assertions by
-        // `WORDS`; `Some(callback)` has the callback's bytes); bytes are
-        // copied as they are (`MaybeUninit`). The value now lives in `to`.
-        unsafe { to.add(word).write_volatile(from.add(word).read_volatile()) };
-    }
+    // SAFETY: both places are callback-sized (the caller's contract for
+    // `to`); the value lives in `to` from here on.
+    unsafe { copy_by_words::<true>((cell as *const Option<Callback>).cast(), to.cast()) };
     // SAFETY: the callback's bytes belong to `to` now.
     unsafe { std::ptr::write(cell, None) };
     true

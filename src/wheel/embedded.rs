@@ -798,7 +798,9 @@ impl<T: Copy> Drop for EmbeddedWheel<T> {
             while !id.is_null() {
                 let link = Entries::link(id);
                 id = link.next.get();
-                link.bucket.set(UNLINKED);
+                // The entry's `wheel` is its armed flag (see
+                // `Entries::mark_unlinked`): its stale links and bucket are
+                // never read again.
                 link.detach();
             }
         }

@@ -569,9 +569,11 @@ impl<I: EntryId> Hierarchy<I> {
         }
         self.levels[level].tail[slot] = index;
         // A cascade only re-files entries that were linked already (and
-        // forgot the memo when it began). A new arming is never on level 0
-        // here (`link_new`), but the memo covers the levels above it only.
-        if new_seq.is_some() && level > 0 {
+        // forgot the memo when it began). A new arming comes here only when
+        // it is due past level 0's current block (`link_new`), so above
+        // level 0, which the memo covers.
+        if new_seq.is_some() {
+            debug_assert!(level > 0);
             self.earliest.lower_to(deadline);
         }
     }
@@ -990,7 +992,7 @@ impl<I: EntryId> Hierarchy<I> {
                 let index = self.levels[level].head[slot];
                 if index == self.levels[level].tail[slot] {
                     let node = nodes.node(index);
-                    if node.deadline <= target && node.deadline <= bucket_last(start, level) {
+                    if pops_from_bucket(node.deadline, start, level, target) {
                         self.pop_lone(nodes, level, slot, index, node);
                         return Some(index);
                     }
@@ -1143,7 +1145,7 @@ impl<I: EntryId> Hierarchy<I> {
             return self.pop_if_pair(nodes, level, slot, start, target);
         }
         let node = nodes.node(index);
-        if node.deadline > target || node.deadline > bucket_last(start, level) {
+        if !pops_from_bucket(node.deadline, start, level, target) {
             return None;
         }
         self.pop_lone(nodes, level, slot, index, node);
@@ -1222,7 +1224,7 @@ impl<I: EntryId> Hierarchy<I> {
         } else {
             (head, first, tail, second)
         };
-        if best_node.deadline > target || best_node.deadline > bucket_last(start, level) {
+        if !pops_from_bucket(best_node.deadline, start, level, target) {
             return None;
         }
         self.move_now(best_node.deadline);
@@ -1585,6 +1587,16 @@ fn level_and_slot(now: u64, deadline: u64) -> (usize, usize) {
 #[inline]
 fn bucket_last(start: u64, level: usize) -> u64 {
     start | ((1u64 << (SLOT_BITS as usize * level)) - 1)
+}
+
+/// Whether an entry due at `deadline` in the earliest bucket (on `level`
+/// above 0, first tick `start`) may be popped straight from it by a poll
+/// to `target` (see `Hierarchy::pop_alone`): it is due by then, and it
+/// lies inside the bucket (an entry moved later without relinking may lie
+/// past it, and must cascade first).
+#[inline(always)]
+fn pops_from_bucket(deadline: u64, start: u64, level: usize, target: u64) -> bool {
+    deadline <= target && deadline <= bucket_last(start, level)
 }
 
 /// Writes entry `index` (whose node was `node`) back as in no bucket (see

@@ -215,13 +215,8 @@ impl Shard {
     #[inline(always)]
     pub(super) unsafe fn recycle(&self, inner: &Inner, slot: &Slot, index: u32, gen: u32) {
         let mut captures = std::mem::MaybeUninit::uninit();
-        // SAFETY: the caller's contract: no allocator can reach the slot.
-        let needs_drop = unsafe {
-            owned(slot, |owned| {
-                callback::take_to_drop_into(&mut owned.callback, captures.as_mut_ptr())
-            })
-        };
-        self.counters.freed.bump(1);
+        // SAFETY: the caller's contract.
+        let needs_drop = unsafe { self.take_captures(slot, &mut captures) };
         // SAFETY: forwarded.
         unsafe { self.keep_free_slot(inner, slot, index) };
         // User code (the callback's captures) is dropped last, once the slot
@@ -233,6 +228,29 @@ impl Shard {
             // here once.
             unsafe { drop_captures_at(inner, captures.as_mut_ptr(), id, shard) };
         }
+    }
+
+    /// The first step of freeing a slot: counts it freed and moves its
+    /// callback into `captures` (see `callback::take_to_drop_into`);
+    /// `true` when the captures need a drop, which the caller then does
+    /// there, once.
+    ///
+    /// # Safety
+    /// As for [`recycle`](Self::recycle).
+    #[inline(always)]
+    unsafe fn take_captures(
+        &self,
+        slot: &Slot,
+        captures: &mut std::mem::MaybeUninit<Callback>,
+    ) -> bool {
+        // SAFETY: the caller's contract: no allocator can reach the slot.
+        let needs_drop = unsafe {
+            owned(slot, |owned| {
+                callback::take_to_drop_into(&mut owned.callback, captures.as_mut_ptr())
+            })
+        };
+        self.counters.freed.bump(1);
+        needs_drop
     }
 
     /// [`recycle`](Self::recycle) for a slot whose timer's id never left
@@ -251,13 +269,8 @@ impl Shard {
     #[inline(always)]
     pub(super) unsafe fn recycle_private(&self, inner: &Inner, slot: &Slot, index: u32, gen: u32) {
         let mut captures = std::mem::MaybeUninit::uninit();
-        // SAFETY: the caller's contract: no allocator can reach the slot.
-        let needs_drop = unsafe {
-            owned(slot, |owned| {
-                callback::take_to_drop_into(&mut owned.callback, captures.as_mut_ptr())
-            })
-        };
-        self.counters.freed.bump(1);
+        // SAFETY: the caller's contract.
+        let needs_drop = unsafe { self.take_captures(slot, &mut captures) };
         let reported = needs_drop && {
             let shard = usize::from(slot.shard.load(Ordering::Relaxed));
             let id = TimerId::new(index, gen, inner.tag);
