@@ -14,9 +14,11 @@
 //! # The next-deadline memo
 //!
 //! [`Hierarchy::next_deadline`] is exact. A timer on level 0 is found with
-//! one bitmap search (level 0 holds only the current block, whose ticks come
-//! before every higher bucket's). When level 0 is empty from `now` on, the
-//! earliest timer sits on a level above 0 and needs a walk of one bucket, so
+//! one bitmap search (level 0's buckets from `now` on hold the current
+//! block, whose ticks come before every higher bucket's; those behind `now`
+//! hold the next block's, see below). When level 0 is empty from `now` on,
+//! the earliest timer sits on a level above 0, or in the next block, and
+//! one above 0 needs a walk of one bucket, so
 //! the earliest deadline *above level 0* is kept until it may change:
 //! linking a timer above level 0 lowers it (`min`), unlinking the timer
 //! that holds it (it fired, was cancelled or moved) forgets it, and so does
@@ -29,6 +31,30 @@
 //! the walk go on to the next buckets in time order, until the best
 //! deadline found lies inside the bucket just walked: that is the only case
 //! where a query walks more than one bucket.
+//!
+//! # Level 0 as a ring for new armings
+//!
+//! A new arming due fewer than `SLOTS` ticks from `now` goes to level 0,
+//! in the bucket of its tick's low digit, even when that tick lies in the
+//! next block: level 0's buckets behind `now`'s then hold the next block's
+//! ticks (its *ring* entries), as in Ratas' and Linux's first level.
+//! Without the ring such a timer went to level 1 and was cascaded down
+//! again when `now` reached its block: in Ratas' workload, whose pace timer
+//! is re-armed 10 ticks ahead on every packet, a sixth of those re-armings
+//! (`benches/ratas_embedded.rs`; cascades were a twelfth of its time under
+//! `perf`). Only new armings use the ring: a cascade happens with `now` on
+//! a block boundary, where no bucket is behind it, and re-files by digit.
+//!
+//! The ring changes nothing while level 0 has entries from `now` on (they
+//! come first). When it has none, [`Hierarchy::pop_due`] moves `now` to the
+//! next block's first tick (ring entries are due there or later, and so is
+//! every higher bucket), cascading first a higher bucket that starts there,
+//! which may hold earlier timers; the ring entries are then the block's
+//! own. Nothing pops a lone timer straight from a higher bucket while ring
+//! entries wait (it could pass them), and the next-deadline queries take
+//! the earlier of the ring's first entry and what lies above.
+//! `tests/embedded_differential.rs` and the wheel's oracle tests cover
+//! timers armed across a block boundary.
 //!
 //! # A lone timer in a high bucket
 //!
@@ -357,8 +383,9 @@ impl<I: EntryId> Hierarchy<I> {
     }
 
     /// Files a new arming (`seq`: its number, the newest, for an ordered
-    /// store): level 0's current block first (short timers: Ratas' workload
-    /// arms one per fired timer, `benches/ratas*.rs`), else wherever
+    /// store): level 0 if due within `SLOTS` ticks (short timers: Ratas'
+    /// workload arms one per fired timer, `benches/ratas*.rs`; see "Level 0
+    /// as a ring for new armings" in the module docs), else wherever
     /// `place` finds. A cascade goes to `place` directly: most of its
     /// entries go to a higher level, and this check in the cascade loop cost
     /// more than it saved (`benches/sim.rs` hold model under callgrind).
@@ -370,7 +397,9 @@ impl<I: EntryId> Hierarchy<I> {
         deadline: u64,
         seq: Option<u64>,
     ) {
-        if self.now ^ deadline <= SLOT_MASK {
+        // Within `SLOTS` ticks: level 0, even past its block (the module
+        // docs, "Level 0 as a ring for new armings").
+        if deadline - self.now <= SLOT_MASK {
             self.append_level0(nodes, index, deadline, seq);
         } else {
             self.place(nodes, index, deadline, seq);
@@ -378,7 +407,7 @@ impl<I: EntryId> Hierarchy<I> {
     }
 
     /// [`place`](Self::place) for a new arming (`seq`, the newest number,
-    /// with an ordered store) due in the current level-0 block: the level is
+    /// with an ordered store) due within `SLOTS` ticks: the level is
     /// a constant here, where `place`, shared with every level, computed
     /// the bucket's address from it (`benches/ratas_embedded.rs` arms one
     /// such timer per fired timer). The newest arming goes last, so no
@@ -391,7 +420,7 @@ impl<I: EntryId> Hierarchy<I> {
         deadline: u64,
         seq: Option<u64>,
     ) {
-        debug_assert!(deadline >= self.now && self.now ^ deadline <= SLOT_MASK);
+        debug_assert!(deadline >= self.now && deadline - self.now <= SLOT_MASK);
         let slot = (deadline & SLOT_MASK) as usize;
         let level = &mut self.levels[0];
         let tail = level.tail[slot];
@@ -533,8 +562,8 @@ impl<I: EntryId> Hierarchy<I> {
     ) {
         debug_assert!(deadline >= self.now);
         // The level and slot straight from the deadline, not split again
-        // from the bucket number. A new arming due in level 0's current
-        // block went to `append_level0` instead (`link_new`).
+        // from the bucket number. A new arming due within `SLOTS` ticks
+        // went to `append_level0` instead (`link_new`).
         let (level, slot) = level_and_slot(self.now, deadline);
         let bucket = (level * SLOTS + slot) as u16;
         let tail = self.levels[level].tail[slot];
@@ -570,8 +599,8 @@ impl<I: EntryId> Hierarchy<I> {
         self.levels[level].tail[slot] = index;
         // A cascade only re-files entries that were linked already (and
         // forgot the memo when it began). A new arming comes here only when
-        // it is due past level 0's current block (`link_new`), so above
-        // level 0, which the memo covers.
+        // it is due `SLOTS` ticks or more from now (`link_new`), so past
+        // level 0's block: above level 0, which the memo covers.
         if new_seq.is_some() {
             debug_assert!(level > 0);
             self.earliest.lower_to(deadline);
@@ -755,19 +784,46 @@ impl<I: EntryId> Hierarchy<I> {
         nodes: &N,
         limit: u64,
     ) -> Option<u64> {
-        // Level 0 at or after `now` first: its buckets are single ticks and
-        // come before every higher level's (see `pop_due`), so the first one
-        // is the answer with no walk.
+        // Level 0 at or after `now` first: its buckets are single ticks of
+        // the current block and come before every higher level's (see
+        // `pop_due`), so the first one is the answer with no walk.
         let current = (self.now & SLOT_MASK) as usize;
         if let Some(slot) = self.levels[0].occupied.first_from(current) {
             let earliest = (self.now & !SLOT_MASK) | slot as u64;
             return (earliest <= limit).then_some(earliest);
         }
+        if self.levels[0].occupied.any() {
+            return self.next_deadline_ring(nodes, limit);
+        }
         // Then the levels above: their memo, else a walk.
+        self.next_deadline_above(nodes, limit)
+    }
+
+    /// The earliest deadline above level 0 if at most `limit`: the memo,
+    /// else a walk.
+    #[inline(always)]
+    fn next_deadline_above<N: Nodes<Id = I>>(&self, nodes: &N, limit: u64) -> Option<u64> {
         if let Some(earliest) = self.earliest.get() {
             return (earliest <= limit).then_some(earliest);
         }
         self.next_deadline_walk(nodes, limit)
+    }
+
+    /// [`next_deadline_until`](Self::next_deadline_until) when level 0
+    /// holds entries of the next block only (the ring): the earlier of
+    /// the ring's first and what lies above (every entry above is due at
+    /// the next block or later, so a ring entry on its first tick is the
+    /// answer with no look above). Out of line, as the walk is.
+    #[inline(never)]
+    fn next_deadline_ring<N: Nodes<Id = I>>(&self, nodes: &N, limit: u64) -> Option<u64> {
+        let ring = self.ring_first()?;
+        let earliest = if ring == (self.now | SLOT_MASK) + 1 {
+            ring
+        } else {
+            self.next_deadline_above(nodes, limit.min(ring - 1))
+                .unwrap_or(ring)
+        };
+        (earliest <= limit).then_some(earliest)
     }
 
     /// [`next_deadline`](Self::next_deadline) when finding it reads at most
@@ -784,23 +840,66 @@ impl<I: EntryId> Hierarchy<I> {
         nodes: &N,
         budget: usize,
     ) -> Option<u64> {
+        let current = (self.now & SLOT_MASK) as usize;
+        let ring = match self.levels[0].occupied.first_from(current) {
+            Some(_) => None,
+            None => self.ring_first(),
+        };
+        if let Some(ring) = ring {
+            // Exact unless a bucket above starts before the ring's first
+            // entry (at the next block): then as below, for that bucket.
+            match self.next_bucket_above_0() {
+                Some((level, slot)) if self.bucket_start(level, slot) < ring => {
+                    if self.earliest.get().is_some() {
+                        return self.next_deadline(nodes);
+                    }
+                    return self.bounded_by_bucket(nodes, level, slot, budget);
+                }
+                _ => return Some(ring),
+            }
+        }
         let (level, slot) = self.next_bucket()?;
         if level > 0 {
             // Level 0 is empty from `now` on: the memo, if known, is exact.
             if let Some(earliest) = self.earliest.get() {
                 return Some(earliest);
             }
-            let bucket = &self.levels[level];
-            let (mut index, tail) = (bucket.head[slot], bucket.tail[slot]);
-            for _ in 0..budget {
-                if index == tail {
-                    return self.next_deadline(nodes);
-                }
-                index = nodes.node(index).next;
-            }
-            return Some(self.bucket_start(level, slot));
+            return self.bounded_by_bucket(nodes, level, slot, budget);
         }
         self.next_deadline(nodes)
+    }
+
+    /// The rest of [`next_deadline_bounded`](Self::next_deadline_bounded)
+    /// when bucket `slot` on `level > 0` is the earliest above level 0 and
+    /// the memo is unknown: the exact answer if the bucket holds at most
+    /// `budget` entries, else its first tick.
+    fn bounded_by_bucket<N: Nodes<Id = I>>(
+        &self,
+        nodes: &N,
+        level: usize,
+        slot: usize,
+        budget: usize,
+    ) -> Option<u64> {
+        let bucket = &self.levels[level];
+        let (mut index, tail) = (bucket.head[slot], bucket.tail[slot]);
+        for _ in 0..budget {
+            if index == tail {
+                return self.next_deadline(nodes);
+            }
+            index = nodes.node(index).next;
+        }
+        Some(self.bucket_start(level, slot))
+    }
+
+    /// With level 0 empty from `now` on, the deadline of its earliest
+    /// entry due in the next block, if it holds any (see "Level 0 as a
+    /// ring for new armings" in the module docs).
+    #[inline(always)]
+    fn ring_first(&self) -> Option<u64> {
+        let slot = self.levels[0].occupied.first_from(0)?;
+        debug_assert!(slot < (self.now & SLOT_MASK) as usize);
+        // A ring entry is due in the next block, so there is one.
+        Some(((self.now | SLOT_MASK) + 1) | slot as u64)
     }
 
     /// [`next_deadline_until`](Self::next_deadline_until) when level 0 has
@@ -869,8 +968,17 @@ impl<I: EntryId> Hierarchy<I> {
     /// [`next_deadline`](Self::next_deadline) in O(levels).
     #[inline]
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
-        self.next_bucket()
-            .map(|(level, slot)| self.bucket_start(level, slot))
+        let start = |(level, slot)| self.bucket_start(level, slot);
+        let current = (self.now & SLOT_MASK) as usize;
+        if self.levels[0].occupied.first_from(current).is_none() {
+            if let Some(ring) = self.ring_first() {
+                return Some(
+                    self.next_bucket_above_0()
+                        .map_or(ring, |b| start(b).min(ring)),
+                );
+            }
+        }
+        self.next_bucket().map(start)
     }
 
     /// Unlinks and returns the next entry due at or before `target`, with
@@ -986,6 +1094,10 @@ impl<I: EntryId> Hierarchy<I> {
     /// instructions.
     #[inline]
     fn pop_due_slow<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
+        if self.levels[0].occupied.any() {
+            // Only entries of the next block (the ring) are left on level 0.
+            return self.pop_due_ring(nodes, target);
+        }
         if let Some((level, slot)) = self.next_bucket_above_0() {
             let start = self.bucket_start(level, slot);
             if start <= target {
@@ -1004,6 +1116,31 @@ impl<I: EntryId> Hierarchy<I> {
             self.move_now(target);
         }
         None
+    }
+
+    /// [`pop_due_slow`](Self::pop_due_slow) when level 0 holds entries of
+    /// the next block only (the ring): `now` moves to that block's first
+    /// tick, cascading first a bucket above that starts there (its entries
+    /// may be due before the ring's); no straight pop from a bucket above,
+    /// which could pass a ring entry. Out of line: once per block crossed
+    /// with ring entries.
+    #[inline(never)]
+    fn pop_due_ring<N: Nodes<Id = I>>(&mut self, nodes: &mut N, target: u64) -> Option<I> {
+        let next_block = (self.now | SLOT_MASK) + 1;
+        if next_block > target {
+            if target > self.now {
+                self.move_now(target);
+            }
+            return None;
+        }
+        if let Some((level, slot)) = self.next_bucket_above_0() {
+            if self.bucket_start(level, slot) == next_block {
+                return self.pop_due_cascading(nodes, level, slot, next_block, target);
+            }
+        }
+        self.move_now(next_block);
+        // Level 0 now holds the block from `now` on: the inline pop finds it.
+        self.pop_due_by(nodes, target)
     }
 
     /// [`pop_due_slow`](Self::pop_due_slow) when the earliest bucket, `slot`
@@ -1278,8 +1415,10 @@ impl<I: EntryId> Hierarchy<I> {
             if let Some(slot) = level.next_occupied_after(current) {
                 return Some((level_no, slot));
             }
+            // Behind the cursor on level 0: the next block's (the ring),
+            // which callers look at first when it matters.
             debug_assert!(
-                false,
+                level_no == 0,
                 "occupied bucket at or behind the cursor on level {level_no}"
             );
         }

@@ -240,6 +240,51 @@ fn a_bucket_of_two_pops_its_earliest_timer_first() {
     assert_eq!(drain(&mut w, g(200)), [(g(100), 'b'), (g(120), 'a')]);
 }
 
+/// A timer armed fewer than `SLOTS` ticks ahead across a block boundary
+/// goes to level 0's ring (`hierarchy.rs`, "Level 0 as a ring for new
+/// armings"): it must still come after the timers armed earlier in the
+/// level-1 bucket for its block, in deadline and then arming order, and
+/// the next-deadline queries must see both.
+#[test]
+fn a_timer_armed_across_a_block_boundary_keeps_order_with_the_level_above() {
+    let mut w = Wheel::new();
+    // From tick 0, both in the level-1 bucket for the block at 64.
+    w.insert_at(g(70), 'c');
+    w.insert_at(g(66), 'b');
+    assert_eq!(drain(&mut w, g(60)), []);
+    // From 60: 70 and 67 are fewer than 64 ticks ahead, in the next block.
+    w.insert_at(g(70), 'a');
+    w.insert_at(g(67), 'd');
+    assert_eq!(w.next_deadline(), Some(g(66)));
+    assert_eq!(w.next_wakeup(), Some(g(64)));
+    // A target inside the current block fires nothing and keeps them.
+    assert_eq!(drain(&mut w, g(63)), []);
+    assert_eq!(w.next_deadline(), Some(g(66)));
+    assert_eq!(
+        drain(&mut w, g(200)),
+        [(g(66), 'b'), (g(67), 'd'), (g(70), 'c'), (g(70), 'a')]
+    );
+
+    // A lone timer above must not be popped past a ring timer due before
+    // it: from 60, the ring holds 65, level 1 a lone 100 (block at 64).
+    let mut w = Wheel::new();
+    w.insert_at(g(100), 'x');
+    assert_eq!(drain(&mut w, g(60)), []);
+    w.insert_at(g(65), 'y');
+    assert_eq!(w.next_deadline(), Some(g(65)));
+    assert_eq!(drain(&mut w, g(200)), [(g(65), 'y'), (g(100), 'x')]);
+
+    // Ring timers only: the next deadline is the ring's first, exactly.
+    let mut w = Wheel::new();
+    assert_eq!(drain(&mut w, g(50)), []);
+    w.insert_at(g(90), 'p');
+    w.insert_at(g(80), 'q');
+    assert_eq!(w.next_deadline(), Some(g(80)));
+    assert_eq!(drain(&mut w, g(85)), [(g(80), 'q')]);
+    assert_eq!(w.next_deadline(), Some(g(90)));
+    assert_eq!(drain(&mut w, g(100)), [(g(90), 'p')]);
+}
+
 #[test]
 fn reschedule_counts_as_arming_again() {
     let mut w = Wheel::new();
