@@ -53,8 +53,10 @@
 //! own. Nothing pops a lone timer straight from a higher bucket while ring
 //! entries wait (it could pass them), and the next-deadline queries take
 //! the earlier of the ring's first entry and what lies above.
-//! `tests/embedded_differential.rs` and the wheel's oracle tests cover
-//! timers armed across a block boundary.
+//! `wheel::tests::a_timer_armed_across_a_block_boundary_keeps_order_with_the_level_above`
+//! checks each of these, and `tests/wheel_differential.rs` (random
+//! operations against an ordered-map model) arms timers across block
+//! boundaries among the rest.
 //!
 //! # A lone timer in a high bucket
 //!
