@@ -842,15 +842,11 @@ impl<I: EntryId> Hierarchy<I> {
         nodes: &N,
         budget: usize,
     ) -> Option<u64> {
-        let current = (self.now & SLOT_MASK) as usize;
-        let ring = match self.levels[0].occupied.first_from(current) {
-            Some(_) => None,
-            None => self.ring_first(),
-        };
-        if let Some(ring) = ring {
+        let bucket = self.next_bucket();
+        if let Some(ring) = self.ring_first_after(bucket) {
             // Exact unless a bucket above starts before the ring's first
             // entry (at the next block): then as below, for that bucket.
-            match self.next_bucket_above_0() {
+            match bucket {
                 Some((level, slot)) if self.bucket_start(level, slot) < ring => {
                     if self.earliest.get().is_some() {
                         return self.next_deadline(nodes);
@@ -860,7 +856,7 @@ impl<I: EntryId> Hierarchy<I> {
                 _ => return Some(ring),
             }
         }
-        let (level, slot) = self.next_bucket()?;
+        let (level, slot) = bucket?;
         if level > 0 {
             // Level 0 is empty from `now` on: the memo, if known, is exact.
             if let Some(earliest) = self.earliest.get() {
@@ -891,6 +887,19 @@ impl<I: EntryId> Hierarchy<I> {
             index = nodes.node(index).next;
         }
         Some(self.bucket_start(level, slot))
+    }
+
+    /// [`ring_first`](Self::ring_first) given what
+    /// [`next_bucket`](Self::next_bucket) found: none when that is on level
+    /// 0 (level 0 holds something from `now` on, which comes first), else
+    /// the ring's first, if any (`next_bucket` passes over the ring, so
+    /// its answer is then the earliest bucket above level 0).
+    #[inline(always)]
+    fn ring_first_after(&self, bucket: Option<(usize, usize)>) -> Option<u64> {
+        match bucket {
+            Some((0, _)) => None,
+            _ => self.ring_first(),
+        }
     }
 
     /// With level 0 empty from `now` on, the deadline of its earliest
@@ -971,16 +980,11 @@ impl<I: EntryId> Hierarchy<I> {
     #[inline]
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
         let start = |(level, slot)| self.bucket_start(level, slot);
-        let current = (self.now & SLOT_MASK) as usize;
-        if self.levels[0].occupied.first_from(current).is_none() {
-            if let Some(ring) = self.ring_first() {
-                return Some(
-                    self.next_bucket_above_0()
-                        .map_or(ring, |b| start(b).min(ring)),
-                );
-            }
+        let bucket = self.next_bucket();
+        match self.ring_first_after(bucket) {
+            Some(ring) => Some(bucket.map_or(ring, |b| start(b).min(ring))),
+            None => bucket.map(start),
         }
-        self.next_bucket().map(start)
     }
 
     /// Unlinks and returns the next entry due at or before `target`, with
@@ -1195,8 +1199,8 @@ impl<I: EntryId> Hierarchy<I> {
     /// bucket, `slot` on `level > 0` (first tick `start`, due by `target`),
     /// must cascade: cascades it, then walks on as `pop_due` would (the due
     /// bucket first, then the next bucket, cascading as needed). Inlined
-    /// into its one caller, which is out of line: one call frame for a
-    /// cascading pop, as before that caller was split off.
+    /// into its two callers, which are out of line (`pop_not_alone`,
+    /// `pop_due_ring`): one call frame for a cascading pop.
     #[inline(always)]
     fn pop_due_cascading<N: Nodes<Id = I>>(
         &mut self,
@@ -1399,7 +1403,9 @@ impl<I: EntryId> Hierarchy<I> {
     /// The first non-empty bucket in time order: the due bucket if occupied,
     /// else the lowest level's next occupied bucket. A lower level's next
     /// bucket always starts before any higher level's: it lies inside the
-    /// current block of the level above.
+    /// current block of the level above. Level 0's ring (the next block's
+    /// entries, behind the cursor) is passed over: callers that can meet
+    /// it look at it as well (`ring_first_after`).
     // Always inlined: left to the compiler, it was sometimes called out of
     // line from `pop_due_slow`, and an idle advance (nothing due for an
     // hour) then took about 95 instructions instead of 69 (`benches/wheel.rs`,
