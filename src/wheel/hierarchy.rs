@@ -1010,10 +1010,8 @@ impl<I: EntryId> Hierarchy<I> {
         // next bucket, which lies beyond the current `SLOTS`-tick block). Both
         // are "the first occupied level-0 bucket at or after `now`", found
         // with one mask: no separate test for "due now".
-        let Some(slot) = self.levels[0]
-            .occupied
-            .first_from((self.now & SLOT_MASK) as usize)
-        else {
+        let due_slot = (self.now & SLOT_MASK) as usize;
+        let Some(slot) = self.levels[0].occupied.first_from(due_slot) else {
             return self.pop_due_slow(nodes, target);
         };
         let start = (self.now & !SLOT_MASK) | slot as u64;
@@ -1028,27 +1026,36 @@ impl<I: EntryId> Hierarchy<I> {
             }
             return None;
         }
-        if start != self.now {
-            self.move_now(start);
-            if N::ORDERED && self.levels[0].unsorted.test(slot) {
-                // Entries cascaded out of arming order (see `cascade`).
-                self.sort_bucket(nodes, 0, slot);
+        // A pop after the first of a tick (`slot` is `now`'s) reads the
+        // bucket by `due_slot`, which comes from `now` alone, not by `slot`,
+        // which waits for the bitmap's load, shifts and bit scan: the pop's
+        // loads then start as soon as `now` is read, with the branch, which
+        // the processor predicts, in place of that wait
+        // (`benches/ratas_embedded.rs`, 1000 pairs with range scheduling:
+        // 0.97x the user CPU, for 3 % more instructions).
+        if start == self.now {
+            if N::ORDERED {
+                // The bucket for `now` is in arming order already: entries
+                // reach it out of order only by a cascade, which happens
+                // only as `now` moves, and the pop that moved `now` here
+                // sorted it (see "Same-tick order" in the module docs). So
+                // the pops after the first on a tick skip the check.
+                debug_assert!(!self.levels[0].unsorted.test(slot));
+                // In arming order, the entries armed for `now` after the
+                // pass reached it come last: the pass ends at the first.
+                if self.in_pass && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[due_slot]))
+                {
+                    return None;
+                }
             }
-        } else if N::ORDERED {
-            // The bucket for `now` is in arming order already: entries
-            // reach it out of order only by a cascade, which happens only
-            // as `now` moves, and the pop that moved `now` here sorted it
-            // (see "Same-tick order" in the module docs). So the pops after
-            // the first on a tick skip the check.
-            debug_assert!(!self.levels[0].unsorted.test(slot));
-            // In arming order, the entries armed for `now` after the pass
-            // reached it come last: the pass ends at the first of them.
-            if self.in_pass && !newer::<N>(self.fence, nodes.seq(self.levels[0].head[slot])) {
-                return None;
-            }
+            return Some(self.pop_head_due(nodes, due_slot));
         }
-        let due_slot = slot;
-        Some(self.pop_head_due(nodes, due_slot))
+        self.move_now(start);
+        if N::ORDERED && self.levels[0].unsorted.test(slot) {
+            // Entries cascaded out of arming order (see `cascade`).
+            self.sort_bucket(nodes, 0, slot);
+        }
+        Some(self.pop_head_due(nodes, slot))
     }
 
     /// [`pop_due_by`](Self::pop_due_by) when a callback moved `now` past
