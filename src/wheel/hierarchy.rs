@@ -1423,40 +1423,61 @@ impl<I: EntryId> Hierarchy<I> {
             if !level.occupied.any() {
                 continue;
             }
-            let current = digit(self.now, level_no);
-            if level_no == 0 && level.is_occupied(current) {
+            if level_no > 0 {
+                // Nothing at or behind the cursor above level 0: the
+                // first occupied bucket is the next (see
+                // `next_bucket_above_0`).
+                return self.first_above_0(level_no);
+            }
+            let current = digit(self.now, 0);
+            if level.is_occupied(current) {
                 return Some((0, current));
             }
             if let Some(slot) = level.next_occupied_after(current) {
-                return Some((level_no, slot));
+                return Some((0, slot));
             }
             // Behind the cursor on level 0: the next block's (the ring),
             // which callers look at first when it matters.
-            debug_assert!(
-                level_no == 0,
-                "occupied bucket at or behind the cursor on level {level_no}"
-            );
         }
         None
     }
 
     /// [`next_bucket`](Self::next_bucket) when level 0 is known to be empty
     /// from `now` on: the search starts at level 1.
+    ///
+    /// Above level 0 no bucket at or behind `now`'s digit is ever occupied:
+    /// an entry is filed on the level of the highest digit where its
+    /// deadline differs from `now`, so its digit there is greater than
+    /// `now`'s; `now` enters a bucket above level 0 only by a pop that
+    /// cascades it or takes its only entries (`pop_lone`,
+    /// `pop_earlier_of_two`, which re-files the other relative to the new
+    /// `now`), and moves past one only after that, since every move stops
+    /// at the next occupied bucket's first tick. So a level's next bucket is
+    /// its first occupied one, found from the bitmap alone. Not searching
+    /// from `now`'s digit takes `now`, and so the deadline of the entry
+    /// popped last, out of the chain of loads from one pop to the next: a
+    /// sparse wheel's pop no longer waits for the previous pop's entry
+    /// (`examples/fill_expire.rs`).
     #[inline(always)]
     fn next_bucket_above_0(&self) -> Option<(usize, usize)> {
-        for (level_no, level) in self.levels.iter().enumerate().skip(1) {
-            if !level.occupied.any() {
-                continue;
+        for level_no in 1..LEVELS {
+            if self.levels[level_no].occupied.any() {
+                return self.first_above_0(level_no);
             }
-            if let Some(slot) = level.next_occupied_after(digit(self.now, level_no)) {
-                return Some((level_no, slot));
-            }
-            debug_assert!(
-                false,
-                "occupied bucket at or behind the cursor on level {level_no}"
-            );
         }
         None
+    }
+
+    /// The first occupied bucket of `level_no` (above 0, occupied), which
+    /// is the next in time order (see `next_bucket_above_0`).
+    #[inline(always)]
+    fn first_above_0(&self, level_no: usize) -> Option<(usize, usize)> {
+        let slot = self.levels[level_no].occupied.first();
+        debug_assert!(
+            slot.is_some_and(|slot| slot > digit(self.now, level_no)),
+            "occupied bucket at or behind the cursor on level {level_no}"
+        );
+        slot.map(|slot| (level_no, slot))
     }
 
     /// The first tick covered by `slot` on `level`, in the current block of the
