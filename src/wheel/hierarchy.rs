@@ -1471,7 +1471,7 @@ impl<I: EntryId> Hierarchy<I> {
     /// is the next in time order (see `next_bucket_above_0`).
     #[inline(always)]
     fn first_above_0(&self, level_no: usize) -> Option<(usize, usize)> {
-        let slot = self.levels[level_no].occupied.first();
+        let slot = self.levels[level_no].occupied.first_from(0);
         debug_assert!(
             slot.is_some_and(|slot| slot > digit(self.now, level_no)),
             "occupied bucket at or behind the cursor on level {level_no}"

@@ -72,14 +72,6 @@ impl Bitmap {
             .map(|w| w * 64 + self.0[w].trailing_zeros() as usize)
     }
 
-    /// The first set bit, if any.
-    #[inline(always)]
-    pub(crate) fn first(&self) -> Option<usize> {
-        (0..WORDS)
-            .find(|&w| self.0[w] != 0)
-            .map(|w| w * 64 + self.0[w].trailing_zeros() as usize)
-    }
-
     /// The first set bit strictly after `slot` (`< SLOTS`).
     #[inline(always)]
     pub(crate) fn first_after(&self, slot: usize) -> Option<usize> {
