@@ -7,24 +7,22 @@
 # library and, when a clang is found, both with cross-language LTO as well
 # (docs/C.md, "Linking with cross-language LTO"; `ffi-tests/run.sh lto`
 # builds them; RATAS_LTO=no skips them).
-# User CPU seconds, paired alternating runs.
+# User CPU seconds, paired alternating runs: each round runs every binary
+# once, in turn. The seconds shown are each binary's median; each ratio is
+# the median of the rounds' own ratios, so that a round the host ran slow
+# or fast for every binary moves no ratio (the host's speed drifts by a
+# third from minute to minute on the shared machines this runs on).
 #
 # Usage: RATAS_BENCH=/path/to/ratas_benchmark bash benches/ratas_compare.sh
-#   RATAS_PAIRS (default "5 100 1000"), RATAS_ROUNDS (default 3).
+#   RATAS_PAIRS (default "5 100 1000"), RATAS_ROUNDS (default 9).
 # This script never fetches or builds Ratas. Build Ratas' own benchmark from
 # its repository (github.com/jsnell/ratas, src/test/test_benchmark.cc, with
 # g++ -O3) yourself and point RATAS_BENCH at the binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# a / b as "1.23x"; "-" when either run was too short for the CPU clock
-# to see (user seconds read 0 at 5 pairs).
-ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN{ if (a + 0 == 0 || b + 0 == 0) print "-"; else printf "%.2fx", a/b }'
-}
-
 pairs=${RATAS_PAIRS:-"5 100 1000"}
-rounds=${RATAS_ROUNDS:-3}
+rounds=${RATAS_ROUNDS:-9}
 ratas=${RATAS_BENCH:-}
 if [ -z "$ratas" ] || [ ! -x "$ratas" ]; then
     echo "Ratas was not found (RATAS_BENCH is unset or not executable): only tickwheel runs."
@@ -74,6 +72,14 @@ run_rust() {
         awk -F'|' -v r="$2" '$3 ~ r {gsub(/ /, "", $5); split($7, c, " "); print $5, c[3]}'
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# The median of the per-round ratios of two files of seconds, round by
+# round, as "1.23x"; rounds that read 0 (too short for the CPU clock, at 5
+# pairs) are left out, and "-" is printed when none is left.
+ratio_of_rounds() {
+    paste -d' ' "$1" "$2" |
+        awk '$1 + 0 > 0 && $2 + 0 > 0 { print $1 / $2 }' | sort -g |
+        awk '{a[NR]=$1} END { if (NR == 0) print "-"; else printf "%.2fx\n", a[int((NR+1)/2)] }'
+}
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| pairs | range | Ratas (s) | Wheel (s) | Wheel/Ratas | Embedded (s) | Embedded/Ratas | C ABI (s) | C/Wheel | C tw_entry (s) | tw_entry/Embedded | C ABI, LTO (s) | LTO/Wheel | C tw_entry, LTO (s) | tw_entry LTO/Embedded | checksums (Ratas / Wheel / Embedded / C / tw_entry / LTO / tw_entry LTO) |"
@@ -103,13 +109,17 @@ for p in $pairs; do
         e=$(median </tmp/tw_ratas_e); ce=$(median </tmp/tw_ratas_ce)
         if [ -n "$ratas" ]; then
             r=$(median </tmp/tw_ratas_r)
-            wr=$(ratio "$w" "$r")
-            er=$(ratio "$e" "$r")
+            wr=$(ratio_of_rounds /tmp/tw_ratas_w /tmp/tw_ratas_r)
+            er=$(ratio_of_rounds /tmp/tw_ratas_e /tmp/tw_ratas_r)
         else r="not found"; wr="-"; er="-"; fi
-        cw=$(ratio "$cc" "$w")
-        cee=$(ratio "$ce" "$e")
-        if [ -n "$lto_bench" ]; then l=$(median </tmp/tw_ratas_l); lw=$(ratio "$l" "$w"); else l="not built"; lw="-"; fi
-        if [ -n "$entry_lto_bench" ]; then el=$(median </tmp/tw_ratas_el); elw=$(ratio "$el" "$e"); else el="not built"; elw="-"; fi
+        cw=$(ratio_of_rounds /tmp/tw_ratas_c /tmp/tw_ratas_w)
+        cee=$(ratio_of_rounds /tmp/tw_ratas_ce /tmp/tw_ratas_e)
+        if [ -n "$lto_bench" ]; then
+            l=$(median </tmp/tw_ratas_l); lw=$(ratio_of_rounds /tmp/tw_ratas_l /tmp/tw_ratas_w)
+        else l="not built"; lw="-"; fi
+        if [ -n "$entry_lto_bench" ]; then
+            el=$(median </tmp/tw_ratas_el); elw=$(ratio_of_rounds /tmp/tw_ratas_el /tmp/tw_ratas_e)
+        else el="not built"; elw="-"; fi
         echo "| $p | $range | $r | $w | $wr | $e | $er | $cc | $cw | $ce | $cee | $l | $lw | $el | $elw | $sums |"
     done
 done
