@@ -76,9 +76,9 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # round, as "1.23x"; rounds that read 0 (too short for the CPU clock, at 5
 # pairs) are left out, and "-" is printed when none is left.
 ratio_of_rounds() {
-    paste -d' ' "$1" "$2" |
-        awk '$1 + 0 > 0 && $2 + 0 > 0 { print $1 / $2 }' | sort -g |
-        awk '{a[NR]=$1} END { if (NR == 0) print "-"; else printf "%.2fx\n", a[int((NR+1)/2)] }'
+    local m
+    m=$(paste -d' ' "$1" "$2" | awk '$1 + 0 > 0 && $2 + 0 > 0 { print $1 / $2 }' | median)
+    if [ -n "$m" ]; then printf '%.2fx\n' "$m"; else echo "-"; fi
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
