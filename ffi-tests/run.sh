@@ -204,11 +204,11 @@ for mode in "${modes[@]}"; do
         [ "$left" -eq 0 ] || { echo "lto: $left calls to hot tw_wheel_* functions were not inlined" >&2; exit 1; }
         # The port on embedded timers (tw_entry) is built the same way for
         # benches/ratas_compare.sh; its checksum is checked below. Its loop
-        # polls (tw_entry_wheel_poll) and its packet path range-schedules
+        # polls (tw_entry_wheel_poll_to_next) and its packet path range-schedules
         # and cancels: those calls must be inlined too, or its handlers
         # are not inlined into its loop either.
         left=$(objdump -d --no-show-raw-insn "$build/ratas_workload_entry_lto" |
-            grep -cE 'call +[0-9a-f]+ <tw_entry_(wheel_poll|schedule_in_range|cancel)>' || true)
+            grep -cE 'call +[0-9a-f]+ <tw_entry_(wheel_poll(_to_next)?|schedule_in_range|cancel)>' || true)
         [ "$left" -eq 0 ] || { echo "lto: $left calls to hot tw_entry_* functions were not inlined" >&2; exit 1; }
         gcc -std=c11 -O2 -Iinclude -o "$build/ratas_workload_gcc" ffi-tests/ratas_workload.c \
             "$target_dir/ffi/debug/libtickwheel.a" "${libs[@]}"

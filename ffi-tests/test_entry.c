@@ -599,6 +599,48 @@ static void test_poll_fires_what_an_advance_fires(void) {
     tw_entry_wheel_free(pulled.wheel);
 }
 
+/* The next-event forms: each call goes to the next tick an entry is due
+ * at (within the cap) and fires or hands out that tick's entries only;
+ * with nothing due within the cap, time moves the cap; a re-arm for a
+ * later tick inside the cap waits for the next call. */
+static void test_next_event_forms(void) {
+    tw_entry_wheel *w = NULL;
+    CHECK_OK(tw_entry_wheel_new(0, &w));
+    struct conn c[3];
+    init_conns(c, 3, record);
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 5));
+    CHECK_OK(tw_entry_schedule(w, &c[1].timer, 5));
+    CHECK_OK(tw_entry_schedule(w, &c[2].timer, 9));
+    struct log log = {.wheel = w};
+    uint64_t tick = 0;
+    size_t expired = 0;
+    bool complete = false;
+    CHECK_OK(tw_entry_wheel_advance_to_next(w, 100, SIZE_MAX, &log, &tick, &expired, &complete));
+    CHECK(tick == 5 && expired == 2 && complete && log.n == 2);
+    CHECK(log.ids[0] == 0 && log.ids[1] == 1 && log.ticks[1] == 5);
+    /* The pull form: c[2] on 9, then NULL; the pass stays on 9. */
+    CHECK_OK(tw_entry_schedule(w, &c[0].timer, 1)); /* due on 6 */
+    tw_entry *e = NULL;
+    CHECK_OK(tw_entry_wheel_poll_to_next(w, 100, &e, NULL));
+    CHECK(e == &c[0].timer && now_of(w) == 6);
+    CHECK_OK(tw_entry_wheel_poll_to_next(w, 100, &e, NULL));
+    CHECK(e == NULL && now_of(w) == 6);
+    CHECK_OK(tw_entry_wheel_poll_to_next(w, 100, &e, NULL));
+    CHECK(e == &c[2].timer && now_of(w) == 9);
+    CHECK_OK(tw_entry_wheel_poll_to_next(w, 100, &e, NULL));
+    CHECK(e == NULL && now_of(w) == 9);
+    /* Nothing armed: the cap. */
+    CHECK_OK(tw_entry_wheel_advance_to_next(w, 100, SIZE_MAX, &log, &tick, &expired, &complete));
+    CHECK(tick == 109 && expired == 0 && complete && log.n == 2);
+    CHECK_OK(tw_entry_wheel_poll_to_next(w, 40, &e, NULL));
+    CHECK(e == NULL && now_of(w) == 149);
+    /* Bad input is refused and moves no time. */
+    CHECK_RESULT(tw_entry_wheel_advance_to_next(NULL, 5, 1, NULL, NULL, NULL, NULL), TW_NULL_POINTER);
+    CHECK_RESULT(tw_entry_wheel_poll_to_next(w, 5, NULL, NULL), TW_NULL_POINTER);
+    CHECK(now_of(w) == 149);
+    tw_entry_wheel_free(w);
+}
+
 int main(void) {
     test_order_and_exact_ticks();
     test_range_and_capped_advance();
@@ -612,6 +654,7 @@ int main(void) {
     test_poll_target_before_now_and_bad_input();
     test_poll_and_advance_and_free();
     test_poll_fires_what_an_advance_fires();
+    test_next_event_forms();
     printf("test_entry: passed\n");
     return 0;
 }

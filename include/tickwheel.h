@@ -714,6 +714,36 @@ tw_result tw_entry_wheel_advance(const struct tw_entry_wheel *wheel,
                                  bool *complete_out);
 
 /**
+ * One step of a loop whose time is virtual (a simulation, a replay,
+ * Ratas' benchmark): moves the wheel's time to the next tick an entry is
+ * due at, if that is at most `cap` ticks from now (else `cap`
+ * ticks on), and calls the callbacks of that tick's entries as
+ * `tw_entry_wheel_advance` does, at most `max` of them. The same as
+ * `tw_entry_wheel_ticks_to_next_event(wheel, cap, &t)` followed by
+ * `tw_entry_wheel_advance(wheel, now + t, ...)`, with one search for the
+ * next entry where that takes two, and one call. Entries a callback arms
+ * for a later tick wait for the next call, even within `cap`. Writes the
+ * wheel's time after the call to `*tick_out`; `*expired_out` and
+ * `*complete_out` as for `tw_entry_wheel_advance`, whose target is here
+ * the tick reached (all three may be NULL). `tw_wheel_advance_to_next` is
+ * the same for the keyed wheel.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ * `ctx` is used only during this call.
+ */
+TW_MUST_USE
+tw_result tw_entry_wheel_advance_to_next(const struct tw_entry_wheel *wheel,
+                                         uint64_t cap,
+                                         size_t max,
+                                         void *ctx,
+                                         uint64_t *tick_out,
+                                         size_t *expired_out,
+                                         bool *complete_out);
+
+/**
  * The pull form of `tw_entry_wheel_advance`: writes the next entry due at
  * or before `target_tick` to `*entry_out` without calling its callback,
  * for a loop that dispatches its timers itself (its own `switch`, on its
@@ -754,6 +784,31 @@ tw_result tw_entry_wheel_poll(const struct tw_entry_wheel *wheel,
                               uint64_t target_tick,
                               struct tw_entry **entry_out,
                               tw_entry_fn *callback_out);
+
+/**
+ * The pull form of `tw_entry_wheel_advance_to_next`: the first call
+ * of a pass writes the first entry due within `cap` ticks to
+ * `*entry_out` (and moves the wheel's time to its tick); the calls after
+ * it in the same pass write the other entries due at that tick, then
+ * NULL, which ends the pass. When nothing is due within `cap` ticks, the
+ * first call writes NULL and the wheel's time moves `cap` ticks on. The
+ * same as `tw_entry_wheel_ticks_to_next_event` followed by
+ * `tw_entry_wheel_poll` calls with `now + ticks` as their target, with one
+ * search for the next entry where that takes two. `callback_out`, the
+ * pass and what the caller may do between calls are as for
+ * `tw_entry_wheel_poll`; called while that function's pass is open, it
+ * goes on in it with the tick that pass has reached as its target.
+ *
+ * Thread safety: the wheel's thread.
+ *
+ * # Safety
+ * The pointer rules (top of tickwheel.h; the ffi module's conventions).
+ */
+TW_MUST_USE
+tw_result tw_entry_wheel_poll_to_next(const struct tw_entry_wheel *wheel,
+                                      uint64_t cap,
+                                      struct tw_entry **entry_out,
+                                      tw_entry_fn *callback_out);
 
 /**
  * Ticks from now until the next entry is due, at most `cap`, written to

@@ -11,7 +11,7 @@ use std::pin::Pin;
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use tickwheel::{EmbeddedWheel, TimerEntry, TimerKey, Wheel};
+use tickwheel::{EmbeddedWheel, Expired, Fired, TimerEntry, TimerKey, Wheel};
 
 const ENTRIES: usize = 8;
 
@@ -38,6 +38,14 @@ enum Op {
         by: u64,
         cap: usize,
     },
+    /// `advance_to_next_event(horizon, cap)` on the embedded wheel; on the
+    /// keyed one the same (`keyed_fused`) or `ticks_to_next_event` and an
+    /// advance by that, which it must equal.
+    AdvanceToNext {
+        horizon: u64,
+        cap: usize,
+        keyed_fused: bool,
+    },
 }
 
 fn delay() -> impl Strategy<Value = u64> {
@@ -54,6 +62,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => entry.prop_map(|entry| Op::Replace { entry }),
         3 => (prop_oneof![0..3u64, 1..100u64, 50..10_000u64, 100_000..1_000_000u64], 1..6usize)
             .prop_map(|(by, cap)| Op::Advance { by, cap }),
+        2 => (prop_oneof![0..3u64, 1..100u64, 50..10_000u64, 100_000..1_000_000u64], 1..6usize, any::<bool>())
+            .prop_map(|(horizon, cap, keyed_fused)| Op::AdvanceToNext { horizon, cap, keyed_fused }),
     ]
 }
 
@@ -155,11 +165,10 @@ fn run(start: u64, ops: &[Op]) {
                     keyed.keys[j] = Some(keyed.wheel.insert_at(d, j));
                 }
             }
-            Op::Advance { by, cap } => {
-                let target = embedded.now().saturating_add(by);
+            Op::Advance { .. } | Op::AdvanceToNext { .. } => {
                 assert_eq!(embedded.now(), keyed.wheel.now());
                 let mut n = fired_embedded.len();
-                let a = embedded.advance(target, cap, |wheel, timer| {
+                let on_embedded = |wheel: &mut EmbeddedWheel<usize>, timer: Fired<usize>| {
                     fired_embedded.push((timer.deadline, timer.value));
                     if let Some((j, action)) = reaction(n, timer.value, timer.deadline) {
                         match action {
@@ -170,10 +179,19 @@ fn run(start: u64, ops: &[Op]) {
                         }
                     }
                     n += 1;
-                });
+                };
+                let a = match *op {
+                    Op::Advance { by, cap } => {
+                        embedded.advance(embedded.now().saturating_add(by), cap, on_embedded)
+                    }
+                    Op::AdvanceToNext { horizon, cap, .. } => {
+                        embedded.advance_to_next_event(horizon, cap, on_embedded)
+                    }
+                    _ => unreachable!(),
+                };
                 let mut n = fired_keyed.len();
                 let keys = &mut keyed.keys;
-                let b = keyed.wheel.advance(target, cap, |wheel, timer| {
+                let on_keyed = |wheel: &mut Wheel<usize>, timer: Expired<usize>| {
                     fired_keyed.push((timer.deadline, timer.value));
                     keys[timer.value] = None;
                     if let Some((j, action)) = reaction(n, timer.value, timer.deadline) {
@@ -189,7 +207,25 @@ fn run(start: u64, ops: &[Op]) {
                         }
                     }
                     n += 1;
-                });
+                };
+                let wheel = &mut keyed.wheel;
+                let b = match *op {
+                    Op::Advance { by, cap } => {
+                        wheel.advance(wheel.now().saturating_add(by), cap, on_keyed)
+                    }
+                    Op::AdvanceToNext {
+                        horizon,
+                        cap,
+                        keyed_fused: true,
+                    } => wheel.advance_to_next_event(horizon, cap, on_keyed),
+                    Op::AdvanceToNext { horizon, cap, .. } => {
+                        let target = wheel
+                            .now()
+                            .saturating_add(wheel.ticks_to_next_event(horizon));
+                        wheel.advance(target, cap, on_keyed)
+                    }
+                    _ => unreachable!(),
+                };
                 assert_eq!(a, b, "advance outcome");
             }
         }

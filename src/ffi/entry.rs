@@ -421,9 +421,88 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
     expired_out: *mut usize,
     complete_out: *mut bool,
 ) -> tw_result {
-    boundary(|| {
-        let expired_out = out_opt(expired_out)?;
-        let complete_out = out_opt(complete_out)?;
+    let out = Outputs {
+        tick: ptr::null_mut(),
+        expired: expired_out,
+        complete: complete_out,
+    };
+    // SAFETY: the caller's contract.
+    boundary(|| unsafe { advance_with(wheel, Target::Tick(target_tick), max, ctx, out) })
+}
+
+/// One step of a loop whose time is virtual (a simulation, a replay,
+/// Ratas' benchmark): moves the wheel's time to the next tick an entry is
+/// due at, if that is at most `cap` ticks from now (else `cap`
+/// ticks on), and calls the callbacks of that tick's entries as
+/// `tw_entry_wheel_advance` does, at most `max` of them. The same as
+/// `tw_entry_wheel_ticks_to_next_event(wheel, cap, &t)` followed by
+/// `tw_entry_wheel_advance(wheel, now + t, ...)`, with one search for the
+/// next entry where that takes two, and one call. Entries a callback arms
+/// for a later tick wait for the next call, even within `cap`. Writes the
+/// wheel's time after the call to `*tick_out`; `*expired_out` and
+/// `*complete_out` as for `tw_entry_wheel_advance`, whose target is here
+/// the tick reached (all three may be NULL). `tw_wheel_advance_to_next` is
+/// the same for the keyed wheel.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+/// `ctx` is used only during this call.
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_advance_to_next(
+    wheel: *const tw_entry_wheel,
+    cap: u64,
+    max: usize,
+    ctx: *mut c_void,
+    tick_out: *mut u64,
+    expired_out: *mut usize,
+    complete_out: *mut bool,
+) -> tw_result {
+    let out = Outputs {
+        tick: tick_out,
+        expired: expired_out,
+        complete: complete_out,
+    };
+    // SAFETY: the caller's contract.
+    boundary(|| unsafe { advance_with(wheel, Target::NextEvent(cap), max, ctx, out) })
+}
+
+/// Where an advance or a poll goes: to a tick, or to the next event
+/// within a cap.
+#[derive(Clone, Copy)]
+enum Target {
+    Tick(u64),
+    NextEvent(u64),
+}
+
+/// An advance's out-parameters, as the C caller passed them (each may be
+/// NULL).
+struct Outputs {
+    tick: *mut u64,
+    expired: *mut usize,
+    complete: *mut bool,
+}
+
+/// The body of `tw_entry_wheel_advance` and
+/// `tw_entry_wheel_advance_to_next`, inside their panic boundaries (one
+/// closure each, as for `poll_with`).
+///
+/// # Safety
+/// As theirs.
+#[inline(always)]
+unsafe fn advance_with(
+    wheel: *const tw_entry_wheel,
+    target: Target,
+    max: usize,
+    ctx: *mut c_void,
+    out: Outputs,
+) -> Result<(), tw_result> {
+    {
+        let tick_out = out_opt(out.tick)?;
+        let expired_out = out_opt(out.expired)?;
+        let complete_out = out_opt(out.complete)?;
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
         // An open poll pass ends here: `begin_pass` below takes a new fence.
@@ -437,9 +516,13 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
             }
         }
         let _leave = Leave(&wheel.pass);
-        // The loop of `EmbeddedWheel::advance`, written out so that no
-        // borrow of the wheel is live while C runs.
-        let target = target_tick.max(wheel.with(|w| w.now()));
+        // The loop of `EmbeddedWheel::advance_with`, written out so that
+        // no borrow of the wheel is live while C runs.
+        let now = wheel.with(|w| w.now());
+        let (mut target, one_tick) = match target {
+            Target::Tick(tick) => (tick.max(now), false),
+            Target::NextEvent(cap) => (now.saturating_add(cap), true),
+        };
         let mut expired = 0;
         let mut stopped_at_cap = true;
         // One pass (CONTRACT 1): an entry a callback arms for the tick the
@@ -453,6 +536,10 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
                 break;
             };
             expired += 1;
+            if one_tick {
+                // The pass ends with the first entry's tick.
+                target = wheel.with(|w| w.now());
+            }
             // SAFETY: the entry was armed until now, so it is alive; its
             // callback is read before the call, which may free the entry.
             let callback = unsafe { *entry.as_ref().value() };
@@ -470,11 +557,12 @@ pub unsafe extern "C" fn tw_entry_wheel_advance(
         };
         // SAFETY: checked by `out_opt`.
         unsafe {
+            put_opt(tick_out, wheel.with(|w| w.now()));
             put_opt(expired_out, expired);
             put_opt(complete_out, complete);
         }
         Ok(())
-    })
+    }
 }
 
 /// The pull form of `tw_entry_wheel_advance`: writes the next entry due at
@@ -519,12 +607,69 @@ pub unsafe extern "C" fn tw_entry_wheel_poll(
     entry_out: *mut *mut tw_entry,
     callback_out: *mut tw_entry_fn,
 ) -> tw_result {
-    boundary(|| {
+    // A boundary closure of its own, which the compiler inlines here (see
+    // `poll_with`).
+    // SAFETY: the caller's contract.
+    boundary(|| unsafe { poll_with(wheel, Target::Tick(target_tick), entry_out, callback_out) })
+}
+
+/// The pull form of `tw_entry_wheel_advance_to_next`: the first call
+/// of a pass writes the first entry due within `cap` ticks to
+/// `*entry_out` (and moves the wheel's time to its tick); the calls after
+/// it in the same pass write the other entries due at that tick, then
+/// NULL, which ends the pass. When nothing is due within `cap` ticks, the
+/// first call writes NULL and the wheel's time moves `cap` ticks on. The
+/// same as `tw_entry_wheel_ticks_to_next_event` followed by
+/// `tw_entry_wheel_poll` calls with `now + ticks` as their target, with one
+/// search for the next entry where that takes two. `callback_out`, the
+/// pass and what the caller may do between calls are as for
+/// `tw_entry_wheel_poll`; called while that function's pass is open, it
+/// goes on in it with the tick that pass has reached as its target.
+///
+/// Thread safety: the wheel's thread.
+///
+/// # Safety
+/// The pointer rules (top of tickwheel.h; the ffi module's conventions).
+#[must_use]
+#[no_mangle]
+pub unsafe extern "C" fn tw_entry_wheel_poll_to_next(
+    wheel: *const tw_entry_wheel,
+    cap: u64,
+    entry_out: *mut *mut tw_entry,
+    callback_out: *mut tw_entry_fn,
+) -> tw_result {
+    // SAFETY: the caller's contract.
+    boundary(|| unsafe { poll_with(wheel, Target::NextEvent(cap), entry_out, callback_out) })
+}
+
+/// The body of `tw_entry_wheel_poll` and `tw_entry_wheel_poll_to_next`,
+/// inside their panic boundaries. Each of them has a boundary closure of
+/// its own, which the compiler inlines into it; one closure shared by both
+/// was left out of line, and so were both functions in the C port of Ratas'
+/// workload built with cross-language LTO (`ffi-tests/run.sh`, lto).
+///
+/// # Safety
+/// As theirs.
+#[inline(always)]
+unsafe fn poll_with(
+    wheel: *const tw_entry_wheel,
+    target: Target,
+    entry_out: *mut *mut tw_entry,
+    callback_out: *mut tw_entry_fn,
+) -> Result<(), tw_result> {
+    {
         let entry_out = out(entry_out)?;
         let callback_out = out_opt(callback_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel = unsafe { arg(wheel) }?;
+        let first = wheel.pass.get() == Pass::Idle;
         wheel.open_poll_pass()?;
+        let target_tick = match target {
+            Target::Tick(tick) => tick,
+            // A pass that has begun stays on the tick it reached.
+            Target::NextEvent(cap) if first => wheel.with(|w| w.now()).saturating_add(cap),
+            Target::NextEvent(_) => wheel.with(|w| w.now()),
+        };
         let (entry, callback) = match wheel.with(|w| w.poll_entry(target_tick)) {
             // SAFETY: the entry was armed until now, so it is alive; its
             // callback is read before the caller may free it.
@@ -543,7 +688,7 @@ pub unsafe extern "C" fn tw_entry_wheel_poll(
             put_opt(callback_out, callback);
         }
         Ok(())
-    })
+    }
 }
 
 /// Ticks from now until the next entry is due, at most `cap`, written to

@@ -419,3 +419,141 @@ fn polling_until_null_fires_what_an_advance_fires() {
         "no entry came again on its own tick"
     );
 }
+
+/// The next-event forms, `tw_entry_wheel_advance_to_next` and polls with
+/// `tw_entry_wheel_poll_to_next` until NULL, fire what
+/// `tw_entry_wheel_ticks_to_next_event(cap)` followed by an advance to
+/// now plus that fires: the same entries at the same ticks in the same
+/// order, the same time after each step and the same counts, for caps of
+/// 0 (only what is due now) to past every gap, advances capped at a few
+/// entries, and handlers that re-arm (zero delays among them), cancel and
+/// arm entries.
+#[test]
+fn the_next_event_forms_fire_what_ticks_to_next_event_then_an_advance_fires() {
+    let (n, steps) = if cfg!(miri) { (16, 150) } else { (200, 600) };
+    let (two_calls, advanced, pulled) = (Bed::new(0, n), Bed::new(0, n), Bed::new(0, n));
+    for i in 0..n {
+        let tick = (i as u64 * 7919) % 3000 + if i % 10 == 0 { 9000 } else { 0 };
+        for bed in [&two_calls, &advanced, &pulled] {
+            bed.schedule_at(i, tick);
+        }
+    }
+    let mut want = Log::new(&two_calls, churn);
+    let mut got = Log::new(&advanced, churn);
+    let mut fired = Vec::new();
+    let mut capped = 0;
+    for step in 0..steps {
+        let cap = [0u64, 1, 5, 50, 500, 5000][step % 6];
+        let max = if step % 5 == 4 { 2 } else { usize::MAX };
+        let ctx = |log: &mut Log| ptr::from_mut(log).cast::<c_void>();
+        let (mut ticks, mut want_expired, mut want_complete) = (u64::MAX, 0, false);
+        let (mut tick, mut expired, mut complete) = (0, usize::MAX, true);
+        // SAFETY: live wheels and locals; the logs outlive the calls.
+        unsafe {
+            let r = tw_entry_wheel_ticks_to_next_event(two_calls.wheel, cap, &mut ticks);
+            assert_eq!(r, tw_result::TW_OK);
+            let r = tw_entry_wheel_advance(
+                two_calls.wheel,
+                two_calls.now() + ticks,
+                max,
+                ctx(&mut want),
+                &mut want_expired,
+                &mut want_complete,
+            );
+            assert_eq!(r, tw_result::TW_OK);
+            let r = tw_entry_wheel_advance_to_next(
+                advanced.wheel,
+                cap,
+                max,
+                ctx(&mut got),
+                &mut tick,
+                &mut expired,
+                &mut complete,
+            );
+            assert_eq!(r, tw_result::TW_OK);
+        }
+        let step_ = format!("step {step}, cap {cap}, max {max}");
+        assert_eq!(
+            (expired, complete),
+            (want_expired, want_complete),
+            "{step_}"
+        );
+        assert_eq!(
+            (tick, advanced.now()),
+            (two_calls.now(), two_calls.now()),
+            "{step_}"
+        );
+        if max == usize::MAX {
+            // The pull form, one pass until NULL.
+            loop {
+                let mut entry = ptr::null_mut();
+                // SAFETY: a live wheel and locals.
+                let r = unsafe {
+                    tw_entry_wheel_poll_to_next(pulled.wheel, cap, &mut entry, ptr::null_mut())
+                };
+                assert_eq!(r, tw_result::TW_OK);
+                if entry.is_null() {
+                    break;
+                }
+                let id = pulled.id(entry);
+                fired.push((id, pulled.now()));
+                churn(&pulled, id, pulled.now(), fired.len());
+            }
+        } else {
+            // The same capped advance, through the pull form's twin: the
+            // pulled bed follows with a poll pass to the tick reached.
+            capped += usize::from(!complete);
+            let target = two_calls.now();
+            for _ in 0..expired {
+                let (id, tick) = pulled.poll(target).expect("an entry the advance fired");
+                fired.push((id, tick));
+                churn(&pulled, id, tick, fired.len());
+            }
+            // Ends the poll pass where the advance's cap stopped it: a
+            // pass may be left open, but the next step must begin its own.
+            // SAFETY: a live wheel; no log is needed for zero entries.
+            let r = unsafe {
+                tw_entry_wheel_advance(
+                    pulled.wheel,
+                    target,
+                    0,
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                )
+            };
+            assert_eq!(r, tw_result::TW_OK);
+        }
+        assert_eq!(pulled.now(), two_calls.now(), "{step_}");
+        assert_eq!(got.fired, want.fired, "{step_}");
+        assert_eq!(fired, want.fired, "{step_}");
+    }
+    assert!(want.fired.len() > 2 * n, "too few firings to compare");
+    assert!(capped > 0, "no advance was stopped by its cap");
+    // Zero delays were exercised: some entry fired twice on one tick.
+    let distinct = want.fired.iter().collect::<std::collections::HashSet<_>>();
+    assert!(
+        distinct.len() < want.fired.len(),
+        "no entry came again on its own tick"
+    );
+    // A NULL wheel is refused, and writes nothing.
+    let mut tick = 7;
+    // SAFETY: NULL is a documented argument.
+    let r = unsafe {
+        tw_entry_wheel_advance_to_next(
+            ptr::null(),
+            5,
+            1,
+            ptr::null_mut(),
+            &mut tick,
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
+    };
+    assert_eq!((r, tick), (tw_result::TW_NULL_POINTER, 7));
+    let mut entry = ptr::without_provenance_mut(1);
+    // SAFETY: as above.
+    let r = unsafe { tw_entry_wheel_poll_to_next(ptr::null(), 5, &mut entry, ptr::null_mut()) };
+    assert_eq!(r, tw_result::TW_NULL_POINTER);
+    assert_eq!(entry.addr(), 1);
+}

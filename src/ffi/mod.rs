@@ -75,8 +75,9 @@ mod wheel;
 pub use entry::{
     tw_entry, tw_entry_cancel, tw_entry_deadline, tw_entry_fn, tw_entry_init, tw_entry_schedule,
     tw_entry_schedule_at, tw_entry_schedule_in_range, tw_entry_wheel, tw_entry_wheel_advance,
-    tw_entry_wheel_free, tw_entry_wheel_len, tw_entry_wheel_new, tw_entry_wheel_now,
-    tw_entry_wheel_poll, tw_entry_wheel_ticks_to_next_event,
+    tw_entry_wheel_advance_to_next, tw_entry_wheel_free, tw_entry_wheel_len, tw_entry_wheel_new,
+    tw_entry_wheel_now, tw_entry_wheel_poll, tw_entry_wheel_poll_to_next,
+    tw_entry_wheel_ticks_to_next_event,
 };
 pub use result::{tw_result, tw_result_describe, tw_result_str};
 pub use service::{

@@ -600,9 +600,10 @@ pub unsafe extern "C" fn tw_wheel_advance_to_next(
         let tick_out = out_opt(tick_out)?;
         // SAFETY: the caller passes NULL or a live wheel.
         let wheel_ref = unsafe { arg(wheel) }?;
-        // Reading the next event changes no time, so an error below still
-        // leaves the wheel as it was.
-        let target = wheel_ref.with(|w| w.now().saturating_add(w.ticks_to_next_event(cap)));
+        // The pass ends with the tick of the first timer it fires (one
+        // search for it, as `Wheel::advance_to_next_event`); with none due
+        // by `limit`, time moves there.
+        let limit = wheel_ref.with(|w| w.now().saturating_add(cap));
         let args = AdvanceArgs {
             max,
             callback,
@@ -615,9 +616,9 @@ pub unsafe extern "C" fn tw_wheel_advance_to_next(
         // SAFETY: forwarded from the caller.
         unsafe {
             if keep {
-                advance_loop::<true>(wheel_ref, target, args)
+                advance_loop::<true>(wheel_ref, limit, true, args)
             } else {
-                advance_loop::<false>(wheel_ref, target, args)
+                advance_loop::<false>(wheel_ref, limit, true, args)
             }
         }?;
         // SAFETY: checked by `out_opt`.
@@ -654,7 +655,7 @@ unsafe fn advance_with<const KEEP: bool>(
             complete_out,
         };
         // SAFETY: forwarded from the caller.
-        unsafe { advance_loop::<KEEP>(wheel, target_tick, args) }
+        unsafe { advance_loop::<KEEP>(wheel, target_tick, false, args) }
     })
 }
 
@@ -670,7 +671,8 @@ struct AdvanceArgs {
 }
 
 /// The checks and loop of [`advance_with`], inside the caller's panic
-/// boundary. Always inlined: each exported function then has a boundary
+/// boundary. With `one_tick`, the first timer fired sets the target to its
+/// own tick (`tw_wheel_advance_to_next`). Always inlined: each exported function then has a boundary
 /// closure of its own that the compiler inlines into it (a closure shared
 /// by two exported functions was left out of line, which cost the C port
 /// of Ratas' workload 9 % more instructions).
@@ -681,6 +683,7 @@ struct AdvanceArgs {
 unsafe fn advance_loop<const KEEP: bool>(
     wheel: &tw_wheel,
     target_tick: u64,
+    one_tick: bool,
     args: AdvanceArgs,
 ) -> Result<(), tw_result> {
     let AdvanceArgs {
@@ -696,7 +699,7 @@ unsafe fn advance_loop<const KEEP: bool>(
     let _advancing = wheel.enter()?;
     // The loop of `Wheel::advance`, written out so that no borrow of the
     // wheel is live while C runs.
-    let target = target_tick.max(wheel.with(|w| w.now()));
+    let mut target = target_tick.max(wheel.with(|w| w.now()));
     let mut expired = 0;
     // Cleared when the loop finds nothing more due by `target`.
     let mut stopped_at_cap = true;
@@ -714,6 +717,9 @@ unsafe fn advance_loop<const KEEP: bool>(
         match fired {
             Some(timer) => {
                 expired += 1;
+                if one_tick {
+                    target = timer.deadline;
+                }
                 // SAFETY: the caller's function and context; the header
                 // forbids unwinding.
                 unsafe { callback(ctx, key_to_c(timer.key), timer.deadline, timer.value) };

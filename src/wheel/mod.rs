@@ -745,7 +745,46 @@ impl<T> Wheel<T> {
     where
         F: FnMut(&mut Self, Expired<T>),
     {
-        self.advance_with(target, max, Self::pop, on_expired)
+        let target = target.max(self.now());
+        self.advance_with(target, false, max, Self::pop, on_expired)
+    }
+
+    /// One step of a loop whose time is virtual (a simulation, a replay,
+    /// Ratas' benchmark): moves time to the next tick a timer is due at,
+    /// if that is at most `cap` ticks from now (else `cap` ticks on), and
+    /// fires that tick's timers as [`advance`](Self::advance) does, at most
+    /// `max` of them. The same as
+    /// `advance(now().saturating_add(ticks_to_next_event(cap)), max, on_expired)`, with
+    /// one search for the next timer where that takes two, and one call.
+    ///
+    /// Timers a callback arms for a later tick wait for the next call,
+    /// even when they fall within `cap`: each call fires one tick's timers.
+    ///
+    /// ```
+    /// use tickwheel::Wheel;
+    ///
+    /// let mut wheel = Wheel::new();
+    /// wheel.insert(5, "a");
+    /// wheel.insert(5, "b");
+    /// wheel.insert(9, "c");
+    /// let mut fired = Vec::new();
+    /// while !wheel.is_empty() {
+    ///     let done = wheel.advance_to_next_event(100, usize::MAX, |wheel, timer| {
+    ///         fired.push((wheel.now(), timer.value));
+    ///     });
+    ///     assert!(done.complete);
+    /// }
+    /// assert_eq!(fired, [(5, "a"), (5, "b"), (9, "c")]);
+    /// // Nothing armed: time moves `cap` ticks.
+    /// let _ = wheel.advance_to_next_event(100, usize::MAX, |_, _| {});
+    /// assert_eq!(wheel.now(), 109);
+    /// ```
+    pub fn advance_to_next_event<F>(&mut self, cap: u64, max: usize, on_expired: F) -> Advance
+    where
+        F: FnMut(&mut Self, Expired<T>),
+    {
+        let limit = self.now().saturating_add(cap);
+        self.advance_with(limit, true, max, Self::pop, on_expired)
     }
 
     /// [`poll`](Self::poll) inside a pass (an advance), for a `target`
@@ -794,29 +833,41 @@ impl<T> Wheel<T> {
         T: Clone,
         F: FnMut(&mut Self, Expired<T>),
     {
-        self.advance_with(target, max, Self::pop_keep, on_expired)
+        let target = target.max(self.now());
+        self.advance_with(target, false, max, Self::pop_keep, on_expired)
     }
 
-    /// The loop of [`advance`](Self::advance) and
-    /// [`advance_keep`](Self::advance_keep), with the poll that fires a timer.
+    /// The loop of [`advance`](Self::advance),
+    /// [`advance_keep`](Self::advance_keep) and
+    /// [`advance_to_next_event`](Self::advance_to_next_event), with the poll
+    /// that fires a timer. `target` is at or after `now()`: a raw target
+    /// before it would make the cap check below compare due timers with it,
+    /// find "nothing due by target", and the final `poll` then pop and drop
+    /// a due timer. With `one_tick`, the first timer fired sets the target
+    /// to its own tick, so that the pass ends with that tick.
     #[inline(always)]
-    fn advance_with<P, F>(&mut self, target: u64, max: usize, poll: P, mut on_expired: F) -> Advance
+    fn advance_with<P, F>(
+        &mut self,
+        mut target: u64,
+        one_tick: bool,
+        max: usize,
+        poll: P,
+        mut on_expired: F,
+    ) -> Advance
     where
         P: Fn(&mut Self, u64) -> Option<Expired<T>>,
         F: FnMut(&mut Self, Expired<T>),
     {
-        // A target before `now()` means `now()` (as in `poll`). Without this
-        // the cap check below compared due timers with the raw target, found
-        // "nothing due by target", and the final `poll` then popped and
-        // dropped a due timer. `now()` only grows during the call and never
-        // passes the target, so the clamp changes nothing else.
-        let target = target.max(self.now());
+        debug_assert!(target >= self.now());
         let mut expired = 0;
         self.begin_pass();
         while expired < max {
             match poll(self, target) {
                 Some(timer) => {
                     expired += 1;
+                    if one_tick {
+                        target = timer.deadline;
+                    }
                     on_expired(self, timer);
                 }
                 None => {
