@@ -531,7 +531,17 @@ unsafe fn advance_with(
         // ends below.
         wheel.with(|w| w.begin_pass());
         while expired < max {
-            let Some(entry) = wheel.with(|w| w.poll_entry(target)) else {
+            // With `one_tick`, once the pass fired its first entry it has
+            // reached its tick: what is left is at `now`, found without a
+            // search.
+            let popped = wheel.with(|w| {
+                if one_tick && expired > 0 {
+                    w.poll_entry_now()
+                } else {
+                    w.poll_entry(target)
+                }
+            });
+            let Some(entry) = popped else {
                 stopped_at_cap = false;
                 break;
             };
@@ -664,13 +674,14 @@ unsafe fn poll_with(
         let wheel = unsafe { arg(wheel) }?;
         let first = wheel.pass.get() == Pass::Idle;
         wheel.open_poll_pass()?;
-        let target_tick = match target {
-            Target::Tick(tick) => tick,
-            // A pass that has begun stays on the tick it reached.
-            Target::NextEvent(cap) if first => wheel.with(|w| w.now()).saturating_add(cap),
-            Target::NextEvent(_) => wheel.with(|w| w.now()),
-        };
-        let (entry, callback) = match wheel.with(|w| w.poll_entry(target_tick)) {
+        let popped = wheel.with(|w| match target {
+            Target::Tick(tick) => w.poll_entry(tick),
+            Target::NextEvent(cap) if first => w.poll_entry(w.now().saturating_add(cap)),
+            // A pass that has begun stays on the tick it reached: what is
+            // left is at now, found without a search.
+            Target::NextEvent(_) => w.poll_entry_now(),
+        });
+        let (entry, callback) = match popped {
             // SAFETY: the entry was armed until now, so it is alive; its
             // callback is read before the caller may free it.
             Some(entry) => (entry.as_ptr().cast::<tw_entry>(), unsafe {

@@ -1058,6 +1058,31 @@ impl<I: EntryId> Hierarchy<I> {
         Some(self.pop_head_due(nodes, slot))
     }
 
+    /// The next entry due at `now`, unlinked, or `None` (changing nothing)
+    /// when none is or the first is one a pass must leave for the next
+    /// ("Due now" in the module docs): what [`pop_due_by`](Self::pop_due_by)
+    /// pops for a target of `now`, without its search of level 0 for the
+    /// first bucket at or after `now` (every entry due at `now` is in
+    /// `now`'s level-0 bucket, see [`due_now`](Self::due_now)). For a pass
+    /// that has fired the first timer of the one tick it fires
+    /// (`advance_to_next_event`): its other pops, and the one that ends it.
+    #[inline(always)]
+    pub(crate) fn pop_due_now<N: Nodes<Id = I>>(&mut self, nodes: &mut N) -> Option<I> {
+        let slot = (self.now & SLOT_MASK) as usize;
+        let head = self.levels[0].head[slot];
+        if head == I::NIL {
+            return None;
+        }
+        if N::ORDERED {
+            // Sorted by the pop that moved `now` here (as in `pop_due_by`).
+            debug_assert!(!self.levels[0].unsorted.test(slot));
+            if self.in_pass && !newer::<N>(self.fence, nodes.seq(head)) {
+                return None;
+            }
+        }
+        Some(self.pop_head_due(nodes, slot))
+    }
+
     /// [`pop_due_by`](Self::pop_due_by) when a callback moved `now` past
     /// the advance's target and level 0's bucket `slot` for `now` is
     /// occupied: pops from it as for a target of `now`. Out of line: no
