@@ -402,26 +402,47 @@ fuzz_target!(|data: &[u8]| {
                             } else {
                                 &raw mut fired
                             };
-                            let r = tw_entry_wheel_advance(
-                                w,
-                                input.u64(),
-                                input.u8() as usize,
-                                ctx.cast(),
-                                &mut n,
-                                &mut done,
-                            );
+                            // An advance to a tick, or to the next event
+                            // within a cap.
+                            let r = if input.u8() % 2 == 0 {
+                                tw_entry_wheel_advance(
+                                    w,
+                                    input.u64(),
+                                    input.u8() as usize,
+                                    ctx.cast(),
+                                    &mut n,
+                                    &mut done,
+                                )
+                            } else {
+                                let mut tick = 0;
+                                tw_entry_wheel_advance_to_next(
+                                    w,
+                                    input.u64(),
+                                    input.u8() as usize,
+                                    ctx.cast(),
+                                    &mut tick,
+                                    &mut n,
+                                    &mut done,
+                                )
+                            };
                             if r == tw_result::TW_OK && !ctx.is_null() {
                                 assert_eq!(fired, n as u64, "each fired entry's callback ran once");
                             }
                             r
                         }
                         6 => {
-                            // Some polls of a pass, or the whole of it.
+                            // Some polls of a pass, or the whole of it: to
+                            // a tick, or to the next event within a cap.
                             let target = input.u64();
+                            let to_next = input.u8() % 2 == 0;
                             let mut r = tw_result::TW_OK;
                             for _ in 0..=input.u8() % 8 {
                                 let (mut got, mut callback) = (null_mut(), None);
-                                r = tw_entry_wheel_poll(w, target, &mut got, &mut callback);
+                                r = if to_next {
+                                    tw_entry_wheel_poll_to_next(w, target, &mut got, &mut callback)
+                                } else {
+                                    tw_entry_wheel_poll(w, target, &mut got, &mut callback)
+                                };
                                 if r != tw_result::TW_OK || got.is_null() {
                                     assert!(callback.is_none() || r != tw_result::TW_OK);
                                     break;
