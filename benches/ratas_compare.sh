@@ -45,9 +45,9 @@ entry_bench="$target_dir/release/ratas_workload_entry_c"
 # port (opt-level 3): the three then differ only in their code.
 gcc -std=c11 -O3 -Wall -Wextra -Werror -Iinclude -o "$c_bench" ffi-tests/ratas_workload.c \
     "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
-# Without LTO the tw_entry port is driven by tw_entry_wheel_advance (one
-# call per pass): its poll loop would make a call per fired entry, which
-# only pays once LTO inlines it (docs/C.md). The LTO build polls.
+# Without LTO the tw_entry port is driven by tw_entry_wheel_advance_to_next
+# (one call per pass): its poll loop would make a call per fired entry,
+# which only pays once LTO inlines it (docs/C.md). The LTO build polls.
 gcc -std=c11 -O3 -Wall -Wextra -Werror -Iinclude -DRATAS_ADVANCE -o "$entry_bench" \
     ffi-tests/ratas_workload_entry.c "$target_dir/release/libtickwheel.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
 # The LTO build, when a usable clang is there (the mode checks its version).
