@@ -672,10 +672,11 @@ struct AdvanceArgs {
 
 /// The checks and loop of [`advance_with`], inside the caller's panic
 /// boundary. With `one_tick`, the first timer fired sets the target to its
-/// own tick (`tw_wheel_advance_to_next`). Always inlined: each exported function then has a boundary
-/// closure of its own that the compiler inlines into it (a closure shared
-/// by two exported functions was left out of line, which cost the C port
-/// of Ratas' workload 9 % more instructions).
+/// own tick (`tw_wheel_advance_to_next`). Always inlined: each exported
+/// function then has a boundary closure of its own that the compiler
+/// inlines into it (a closure shared by two exported functions was left
+/// out of line, which cost the C port of Ratas' workload 9 % more
+/// instructions).
 ///
 /// # Safety
 /// As for [`advance_with`].

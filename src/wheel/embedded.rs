@@ -650,12 +650,19 @@ impl<T: Copy> EmbeddedWheel<T> {
     fn poll_entry_by(&mut self, target: u64) -> Option<NonNull<TimerEntry<T>>> {
         let state = self.state_mut();
         let entry = state.hierarchy.pop_due_by(&mut Entries, target)?;
+        Some(Self::disarm_popped(state, entry))
+    }
+
+    /// The rest of a pop, after the hierarchy unlinked `entry`: counts it
+    /// out and marks it not armed. The raw address is returned, not a
+    /// `&Link` made from it: the payload read through it in `pop_fired`
+    /// lies outside the link.
+    #[inline(always)]
+    fn disarm_popped(state: &mut Shared, entry: Id) -> NonNull<TimerEntry<T>> {
         state.len -= 1;
-        // The raw address is returned, not a `&Link` made from it: the
-        // payload read through it in `poll` lies outside the link.
         Entries::link(entry).detach();
         // SAFETY: the hierarchy holds no null id (see `Entries`).
-        Some(unsafe { NonNull::new_unchecked(entry.cast_mut()) }.cast())
+        unsafe { NonNull::new_unchecked(entry.cast_mut()) }.cast()
     }
 
     /// Returns the next timer due at or before `target`, advancing `now()`
@@ -678,15 +685,22 @@ impl<T: Copy> EmbeddedWheel<T> {
     #[inline(always)]
     fn pop_fired(&mut self, target: u64) -> Option<Fired<T>> {
         let entry = self.poll_entry_by(target)?;
-        // SAFETY: the entry was armed until `poll_entry` detached it just
-        // now, so it is alive (its `Drop` would have unlinked it); its id
-        // is the whole entry's address, so the payload is in reach. `T` is
+        Some(self.fired(entry))
+    }
+
+    /// What a popped `entry` hands to its caller: its payload, and `now()`
+    /// as its deadline.
+    #[inline(always)]
+    fn fired(&self, entry: NonNull<TimerEntry<T>>) -> Fired<T> {
+        // SAFETY: the entry was armed until the pop detached it just now,
+        // so it is alive (its `Drop` would have unlinked it); its id is the
+        // whole entry's address, so the payload is in reach. `T` is
         // `Copy`: reading it runs no user code.
         let value = unsafe { ptr::addr_of!((*entry.as_ptr()).value).read() };
-        Some(Fired {
+        Fired {
             deadline: self.now(),
             value,
-        })
+        }
     }
 
     /// [`poll_entry`](Self::poll_entry) for a target of `now()`, without
@@ -697,10 +711,7 @@ impl<T: Copy> EmbeddedWheel<T> {
     pub(crate) fn poll_entry_now(&mut self) -> Option<NonNull<TimerEntry<T>>> {
         let state = self.state_mut();
         let entry = state.hierarchy.pop_due_now(&mut Entries)?;
-        state.len -= 1;
-        Entries::link(entry).detach();
-        // SAFETY: the hierarchy holds no null id (see `Entries`).
-        Some(unsafe { NonNull::new_unchecked(entry.cast_mut()) }.cast())
+        Some(Self::disarm_popped(state, entry))
     }
 
     /// [`pop_fired`](Self::pop_fired) with
@@ -708,12 +719,7 @@ impl<T: Copy> EmbeddedWheel<T> {
     #[inline(always)]
     fn pop_fired_now(&mut self) -> Option<Fired<T>> {
         let entry = self.poll_entry_now()?;
-        // SAFETY: as in `pop_fired`.
-        let value = unsafe { ptr::addr_of!((*entry.as_ptr()).value).read() };
-        Some(Fired {
-            deadline: self.now(),
-            value,
-        })
+        Some(self.fired(entry))
     }
 
     /// Advances to `target`, handing at most `max` expired timers to
